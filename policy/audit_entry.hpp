@@ -1,0 +1,59 @@
+// The audit entry (DESIGN §3.3, §9 "Audit chain, exactly"): the model, a fast JSON-line
+// serializer with the seed's key order, and the ignore-pattern filter that never drops
+// a denial. Hashing (SHA-256) and writing live in io/ and actors/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "policy/decision.hpp"
+
+namespace dhara::policy {
+
+/// `action` of an audit line.
+enum class audit_action { allowed, denied };
+std::string_view to_string(audit_action a);
+
+/// One capability check, as it goes to audit.jsonl.
+struct audit_entry {
+  std::int64_t timestamp_ms = 0;   ///< Unix time in milliseconds, written as ISO-8601 UTC
+  std::string extension;
+  std::string capability;          ///< a catalog name, or "*" (reset)
+  audit_action action = audit_action::denied;
+  /// `details` object members, in order; values are strings ({"path": "..."}).
+  std::vector<std::pair<std::string, std::string>> details;
+  std::string reason;              ///< always written for a denial (a placeholder if empty)
+  decided_by decided_by = decided_by::failure;
+  std::string tool;                ///< omitted when empty
+  std::string tool_call_id;        ///< omitted when empty
+  std::string session;             ///< omitted when empty
+  std::uint64_t seq = 0;
+};
+
+/// Length of the `,"hash":"<64 hex>"}` suffix that ends every line.
+inline constexpr std::size_t audit_hash_suffix_bytes = 75;
+
+/// Appends the line's bytes B — everything before the hash suffix — to `out`:
+/// {"timestamp":"2026-05-14T10:00:00.123Z","extension":…,"capability":…,"action":…,
+///  "details":{…},"reason":…,"decidedBy":…,"tool":…,"toolCallId":…,"session":…,"seq":N
+/// (no closing brace). `reason` appears when non-empty and always on a denial.
+void append_audit_body(std::string& out, const audit_entry& entry);
+
+/// Appends `,"hash":"<hash_hex>"}` and a newline. `hash_hex` must be 64 lowercase hex chars.
+void append_audit_suffix(std::string& out, std::string_view hash_hex);
+
+/// Appends `s` as a JSON string literal (with quotes). Control characters, quote and
+/// backslash are escaped; invalid UTF-8 bytes become U+FFFD so every line stays valid JSON.
+void append_json_string(std::string& out, std::string_view s);
+
+/// Formats Unix milliseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC).
+std::string format_timestamp(std::int64_t unix_ms);
+
+/// True when an *allowed* entry is to be dropped because a `path` or `url` detail matches
+/// one of the `auditIgnorePatterns` globs (`**` spans segments). Denials are never dropped.
+bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns);
+
+}  // namespace dhara::policy

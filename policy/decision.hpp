@@ -1,0 +1,47 @@
+// The outcome of a check: never a bare bool, always a verdict with its reason,
+// who decided it, and which rule matched.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dhara::policy {
+
+/// What a check concluded.
+enum class verdict {
+  allow,  ///< the request may proceed
+  deny,   ///< the request is refused; `reason` says why
+  ask,    ///< the capability is pending and the session can prompt: ask the approval actor
+};
+
+/// Who or what made the decision (the audit line's `decidedBy`).
+enum class decided_by {
+  rule,            ///< a configured or built-in rule (paths, domains, manifest, pending-headless)
+  user,            ///< the user's recorded approval or denial
+  trusted_author,  ///< auto-approved because the author is in trustedAuthors
+  yolo,            ///< granted by the yolo level
+  failure,         ///< a failure (unreadable file, lost prompt, audit error): always a denial
+};
+
+/// "allow", "deny", "ask".
+std::string_view to_string(verdict v);
+/// The audit spelling: "rule", "user", "trusted-author", "yolo", "failure".
+std::string_view to_string(decided_by d);
+
+/// A decision. `matched_rule` points into the snapshot that made it (valid while that
+/// snapshot lives); `reason` is empty for plain allows.
+struct decision {
+  verdict verdict = verdict::deny;
+  std::string reason;
+  decided_by decided_by = decided_by::failure;
+  std::string_view matched_rule;
+
+  bool allowed() const { return verdict == verdict::allow; }
+};
+
+/// A denial by a failure, with its reason.
+inline decision failure_decision(std::string reason) {
+  return {verdict::deny, std::move(reason), decided_by::failure, {}};
+}
+
+}  // namespace dhara::policy

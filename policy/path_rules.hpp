@@ -1,0 +1,104 @@
+// Path rules (DESIGN §4): fast lexical normalization, `~` expansion, globs with `**`,
+// and the allowed/denied check "denied if the lexical or the resolved path is denied;
+// allowed only if the resolved path is under an allowed entry". Symlinks are resolved
+// through the path_resolver interface so this file stays pure; io/ has the real one.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/decision.hpp"
+#include "policy/result.hpp"
+
+namespace dhara::policy {
+
+/// Longest path accepted (Linux PATH_MAX, including the NUL): longer paths are denied.
+inline constexpr std::size_t max_path_bytes = 4095;
+
+/// Lexically normalizes `path` into `out`: made absolute against the absolute `base` when
+/// relative, `.` and empty segments dropped, `..` applied (never above `/`), no trailing
+/// slash except for "/" itself. No allocation when `out` has capacity. Returns false for an
+/// empty path, a NUL byte, or a relative path with a non-absolute base.
+bool normalize_path_into(std::string_view path, std::string_view base, std::string& out);
+
+/// normalize_path_into as a value; errc::invalid_path with a sentence on failure.
+result<std::string> normalize_path(std::string_view path, std::string_view base);
+
+/// Expands a leading "~" or "~/" with `home`; other paths are returned unchanged.
+/// "~user" forms are errc::invalid_path (not supported, so never guessed).
+result<std::string> expand_home(std::string_view path, std::string_view home);
+
+/// True when `path` equals `dir` or lies below it (`/run/hostage` is not under `/run/host`).
+/// Both must be normalized absolute paths.
+bool is_at_or_under(std::string_view path, std::string_view dir);
+
+/// True when `text` holds a glob character (`*`, `?`, `[`).
+bool has_glob(std::string_view text);
+
+/// Matches a normalized path against a glob: `**` spans any number of whole segments
+/// (including none), `*` and `?` stay within one segment, `[abc]`/`[a-z]`/`[!x]` classes.
+bool glob_match(std::string_view pattern, std::string_view path);
+
+/// True when the glob matches `path` or one of its ancestors (the "at or under" of globs).
+bool glob_match_at_or_under(std::string_view pattern, std::string_view path);
+
+/// Resolves symlinks in a normalized absolute path. Implementations follow every link,
+/// including dangling ones, and append the non-existing rest, so a link cannot escape.
+class path_resolver {
+ public:
+  virtual ~path_resolver() = default;
+  /// The resolved path, or errc::resolve_failed (loop, permission, too long): callers deny.
+  virtual result<std::string> resolve(std::string_view normalized_abs) const = 0;
+};
+
+/// A resolver for purely lexical checks: returns the path unchanged (no symlinks seen).
+class lexical_resolver final : public path_resolver {
+ public:
+  result<std::string> resolve(std::string_view normalized_abs) const override {
+    return std::string(normalized_abs);
+  }
+};
+
+/// Whether a path is to be read or written (writes and reads share the rules today; the
+/// mode is kept for the reason text and the audit).
+enum class path_access { read, write };
+
+/// What to compile path rules from. Entries may start with `~` and may be globs;
+/// they must be absolute after `~` expansion (settings made relative ones absolute).
+struct path_rules_input {
+  std::vector<std::string> allowed;   ///< allowedPaths (empty means nothing is allowed)
+  std::vector<std::string> denied;    ///< deniedPaths added to the built-in ones
+  std::string home;                   ///< $HOME, for `~`
+  std::string dhara_home;             ///< $DHARA_HOME: its state files are always denied
+  std::string project_root;           ///< the project: its .dhara/config.json is always denied
+};
+
+/// One compiled entry: the text the user wrote (for reasons) and its normalized form.
+struct path_entry {
+  std::string written;
+  std::string normalized;
+  bool glob = false;
+};
+
+/// Compiled, immutable path rules.
+struct path_rule_set {
+  std::vector<path_entry> allowed;  ///< lexical and resolved forms of each allowed entry
+  std::vector<path_entry> denied;   ///< lexical and resolved forms, built-ins first
+  std::vector<std::string> problems;///< entries that could not be compiled (each denies nothing
+                                    ///< away: a bad denied entry makes compile fail instead)
+};
+
+/// Compiles the rules: expands `~`, normalizes, adds the built-in denials (/etc/shadow,
+/// ~/.ssh, dhara's state files, /proc magic links) and the resolved form of every entry.
+/// A denied entry that cannot be understood is an error (dropping it would loosen).
+result<path_rule_set> compile_path_rules(const path_rules_input& input, const path_resolver& resolver);
+
+/// Checks one path. `raw` is what the extension gave; `cwd` is the absolute session cwd.
+/// Denied when empty, holding NUL, too long, `~user`, unresolvable, or when the lexical or
+/// resolved form is at/under a denied entry; allowed only when the resolved form is at/under
+/// an allowed entry.
+decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
+                    std::string_view home, path_access access, const path_resolver& resolver);
+
+}  // namespace dhara::policy

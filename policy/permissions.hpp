@@ -1,0 +1,82 @@
+// The permissions.json model (DESIGN §3.2): approved / denied / absent (= pending) per
+// capability, bound to the extension's version and folder; serialization keeps unknown
+// fields. The file itself is read and written by the permissions store (actors/, io/).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/capability.hpp"
+#include "policy/level.hpp"
+#include "policy/result.hpp"
+
+namespace dhara::policy {
+
+/// A recorded decision about one capability (absence means pending).
+enum class permission_state { approved, denied };
+std::string_view to_string(permission_state s);
+
+/// One extension's record.
+struct permission_entry {
+  std::string version;
+  /// Keys as written: a catalog name or a group wildcard ("network:*").
+  std::map<std::string, permission_state> capabilities;
+  std::optional<std::string> approved_at;
+  std::optional<std::string> approved_by;
+  std::optional<std::string> folder;  ///< the extension folder the approval was given for
+  nlohmann::json extra = nlohmann::json::object();  ///< unknown fields, kept on write
+};
+
+/// The whole file: extension name → record.
+struct permissions {
+  std::map<std::string, permission_entry> entries;
+};
+
+/// Parsed permissions and the warnings found (e.g. an unknown capability key, which never
+/// grants anything).
+struct parsed_permissions {
+  permissions value;
+  std::vector<std::string> warnings;
+};
+
+/// Parses permissions.json text; empty text is `{}`. A malformed file is an error with
+/// line and column; a wrong type or a state other than "approved"/"denied" is an error
+/// naming the extension and key. Callers never overwrite a file that failed to parse.
+result<parsed_permissions> parse_permissions(std::string_view text);
+result<parsed_permissions> parse_permissions_json(const nlohmann::json& doc);
+
+/// Serializes (2-space indent, trailing newline), known fields first, unknown fields kept.
+std::string serialize_permissions(const permissions& p);
+
+/// The approved and denied capabilities an entry grants an extension of `current_version`
+/// at `level`, wildcards expanded, network:outbound ⇒ network:fetch applied, deny winning
+/// over approve. On a version change: paranoid forgets everything (asks again); standard,
+/// trusted and yolo keep what was recorded (new capabilities stay pending).
+struct effective_permissions {
+  capability_set approved;
+  capability_set denied;
+};
+effective_permissions effective_for(const permission_entry& entry, std::string_view current_version,
+                                    security_level level);
+
+/// True when the entry applies to an extension named `name` loaded from `folder`: a
+/// recorded folder must equal it; without one, only $DHARA_HOME/extensions/<name> matches.
+bool entry_applies_to(const permission_entry& entry, std::string_view name, std::string_view folder,
+                      std::string_view dhara_home);
+
+/// Records `pattern` (a name or "group:*", stored as written) as approved/denied for `ext`,
+/// creating the entry with `version` and `folder` if absent, and stamping approvedAt
+/// (`now_iso8601`) and approvedBy ("user"). Invalid patterns are errors, nothing changed.
+result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
+                                permission_state state, std::string_view version,
+                                std::string_view folder, std::string_view now_iso8601);
+
+/// Forgets an extension (back to pending). Returns false if it had no entry.
+bool reset(permissions& p, std::string_view ext);
+
+}  // namespace dhara::policy

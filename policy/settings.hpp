@@ -1,0 +1,116 @@
+// Settings (DESIGN §3.1): parsing one config.json layer with file/line/column errors and
+// unknown-key warnings, and merging global → project → CLI where a project file can only
+// tighten unless the project is in the global security.trustedProjects.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "policy/level.hpp"
+#include "policy/result.hpp"
+
+namespace dhara::policy {
+
+/// How hard the audit writer pushes an entry before releasing its decision.
+enum class audit_durability {
+  none,   ///< batched in memory, flushed every few ms
+  write,  ///< released after the entry reached write(2) (default)
+  fsync,  ///< released after fdatasync (group commit)
+};
+std::string_view to_string(audit_durability d);
+
+/// Which file a layer came from: decides how relative paths and loosenings are treated.
+enum class layer_kind {
+  global,   ///< $DHARA_HOME/config.json: absolute or `~` paths only
+  project,  ///< <project>/.dhara/config.json: relative paths are relative to the project root
+  cli,      ///< command-line overrides: trusted like the global file
+};
+
+/// One parsed config file: every field optional, so the merge knows what a layer set.
+/// Paths are kept as written; the merge makes them absolute.
+struct settings_layer {
+  std::optional<security_level> level;
+  std::optional<std::vector<std::string>> trusted_authors;
+  std::optional<std::vector<std::string>> allowed_paths;
+  std::optional<std::vector<std::string>> denied_paths;
+  std::optional<std::vector<std::string>> audit_ignore_patterns;
+  std::optional<std::vector<std::string>> trusted_projects;
+  std::optional<audit_durability> audit_durability;
+  std::optional<std::uint64_t> audit_max_bytes;
+  std::optional<std::uint32_t> audit_keep;
+  std::optional<bool> require_os_sandbox;
+  std::optional<std::vector<std::string>> extension_dirs;
+  std::optional<std::uint64_t> call_timeout_ms;
+  std::optional<std::uint64_t> cancel_grace_ms;
+  std::optional<std::uint64_t> kill_grace_ms;
+  std::optional<std::uint32_t> max_restarts;
+  std::optional<std::uint64_t> restart_window_ms;
+  std::optional<std::uint64_t> max_line_bytes;
+};
+
+/// A parsed layer and the warnings found on the way (unknown keys, with the closest key).
+struct parsed_layer {
+  settings_layer layer;
+  std::vector<std::string> warnings;
+};
+
+/// Parses config text. `file` names the file in messages. An empty (or all-whitespace) text
+/// is `{}`. Invalid JSON is errc::parse_error "FILE:LINE:COLUMN: …"; a wrong type or value is
+/// errc::invalid_type / invalid_value naming the file and the dotted key and what is expected;
+/// a relative path in a global layer is errc::invalid_value.
+result<parsed_layer> parse_settings(std::string_view text, std::string_view file, layer_kind kind);
+
+/// The same from an already parsed JSON value (the CLI's overrides, the fuzzer).
+result<parsed_layer> parse_settings_json(const nlohmann::json& doc, std::string_view file,
+                                         layer_kind kind);
+
+/// The effective settings after the merge, with paths absolute (after `~` expansion) and
+/// defaults filled in.
+struct settings {
+  security_level level = security_level::standard;
+  std::vector<std::string> trusted_authors;
+  std::vector<std::string> allowed_paths;          ///< default: [project root]
+  std::vector<std::string> denied_paths;           ///< user entries; built-ins are added later
+  std::vector<std::string> audit_ignore_patterns;
+  std::vector<std::string> trusted_projects;
+  audit_durability audit_durability = audit_durability::write;
+  std::uint64_t audit_max_bytes = 104857600;
+  std::uint32_t audit_keep = 5;
+  bool require_os_sandbox = true;
+  std::vector<std::string> extension_dirs;         ///< default: [$DHARA_HOME/extensions]
+  std::uint64_t call_timeout_ms = 120000;
+  std::uint64_t cancel_grace_ms = 5000;
+  std::uint64_t kill_grace_ms = 2000;
+  std::uint32_t max_restarts = 3;
+  std::uint64_t restart_window_ms = 60000;
+  std::uint64_t max_line_bytes = 8388608;
+  bool project_trusted = false;                    ///< the project is in trustedProjects
+};
+
+/// Where the merge is happening: absolute, normalized paths.
+struct merge_context {
+  std::string home;          ///< $HOME for `~`
+  std::string dhara_home;    ///< $DHARA_HOME (default extension dir lives here)
+  std::string project_root;  ///< the project (relative project paths are relative to it)
+};
+
+/// Merged settings and the warnings of the merge (every ignored loosening, each saying how
+/// to trust the project).
+struct merged_settings {
+  settings effective;
+  std::vector<std::string> warnings;
+};
+
+/// Merges global, then project (may be null), then CLI overrides (may be null).
+/// A project layer may only tighten unless ctx.project_root is in the global layer's
+/// trustedProjects; `requireOsSandbox: false` and `trustedProjects` are honoured only from
+/// the global file (and CLI).
+merged_settings merge_settings(const settings_layer& global, const settings_layer* project,
+                               const settings_layer* cli, const merge_context& ctx);
+
+}  // namespace dhara::policy

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a bounded time from its seed corpus, writing new inputs to
+# a scratch folder so the checked-in corpus only changes when someone adds a regression.
+# Usage: run_fuzzer.sh BINARY SEED_CORPUS_DIR SECONDS
+set -euo pipefail
+bin=$1 seeds=$2 seconds=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/corpus"
+cd "$work"   # crash-* files land here and are printed by libFuzzer itself
+exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$work/corpus" "$seeds"
