@@ -1,1 +1,115 @@
-// placeholder: being written
+// Real symlink resolution and executable lookup for the policy's path and command rules.
+#include "io/path_resolver.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace dhara::io {
+namespace {
+
+constexpr int max_links = 40;  // as the kernel's MAXSYMLINKS
+
+// Pushes the components of `path` onto `stack` so the first component is on top.
+void push_components(std::string_view path, std::vector<std::string>& stack) {
+  std::vector<std::string_view> parts;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    std::size_t start = i;
+    while (i < path.size() && path[i] != '/') ++i;
+    if (i > start) parts.push_back(path.substr(start, i - start));
+  }
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) stack.emplace_back(*it);
+}
+
+policy::error fail(std::string_view path, std::string_view why) {
+  return policy::make_error(policy::errc::resolve_failed,
+                            "cannot resolve '" + std::string(path) + "': " + std::string(why));
+}
+
+}  // namespace
+
+policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
+  if (normalized_abs.empty() || normalized_abs.front() != '/')
+    return fail(normalized_abs, "not an absolute path");
+  std::vector<std::string> todo;
+  push_components(normalized_abs, todo);
+  std::string done;  // "" stands for "/"
+  bool missing = false;
+  int links = 0;
+  char target[PATH_MAX];
+  while (!todo.empty()) {
+    std::string comp = std::move(todo.back());
+    todo.pop_back();
+    if (comp == ".") continue;
+    if (comp == "..") {
+      auto cut = done.rfind('/');
+      done.resize(cut == std::string::npos ? 0 : cut);
+      continue;
+    }
+    std::size_t before = done.size();
+    done.push_back('/');
+    done.append(comp);
+    if (missing) continue;  // below a missing component nothing can be a link
+    struct stat st;
+    if (::lstat(done.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) {
+        missing = true;
+        continue;
+      }
+      return fail(normalized_abs, std::strerror(errno));
+    }
+    if (!S_ISLNK(st.st_mode)) continue;
+    if (++links > max_links) return fail(normalized_abs, "too many levels of symbolic links");
+    ssize_t n = ::readlink(done.c_str(), target, sizeof target);
+    if (n < 0) return fail(normalized_abs, std::strerror(errno));
+    if (static_cast<std::size_t>(n) >= sizeof target) return fail(normalized_abs, "link target too long");
+    std::string_view link(target, static_cast<std::size_t>(n));
+    done.resize(before);  // the link itself is replaced by its target
+    if (link.starts_with('/')) done.clear();
+    push_components(link, todo);
+  }
+  return done.empty() ? std::string("/") : done;
+}
+
+path_executable_locator::path_executable_locator(std::string path_env, std::string cwd)
+    : path_env_(std::move(path_env)), cwd_(std::move(cwd)) {}
+
+policy::result<std::string> path_executable_locator::locate(std::string_view argv0) const {
+  auto usable = [](const std::string& candidate) -> std::string {
+    char real[PATH_MAX];
+    if (::realpath(candidate.c_str(), real) == nullptr) return {};
+    struct stat st;
+    if (::stat(real, &st) != 0 || !S_ISREG(st.st_mode) || ::access(real, X_OK) != 0) return {};
+    return real;
+  };
+  if (argv0.empty()) return policy::make_error(policy::errc::not_found, "the command is empty");
+  if (argv0.find('/') != std::string_view::npos) {
+    auto normal = policy::normalize_path(argv0, cwd_);
+    if (!normal) return normal.err();
+    std::string found = usable(*normal);
+    if (found.empty())
+      return policy::make_error(policy::errc::not_found, "'" + std::string(argv0) + "' is not an executable file");
+    return found;
+  }
+  std::string_view rest = path_env_;
+  while (true) {
+    auto colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    if (!dir.empty() && dir.front() == '/') {  // relative PATH entries are ignored: cwd-dependent
+      std::string found = usable(std::string(dir) + "/" + std::string(argv0));
+      if (!found.empty()) return found;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return policy::make_error(policy::errc::not_found, "'" + std::string(argv0) + "' is not on PATH");
+}
+
+}  // namespace dhara::io

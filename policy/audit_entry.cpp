@@ -1,1 +1,325 @@
-// placeholder: being written
+// The audit line serializer (a hot path: hand-written JSON appended straight into the
+// caller's buffer, no nlohmann, no gmtime) and the ignore-pattern filter.
+#include "policy/audit_entry.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cstring>
+
+#include "policy/path_rules.hpp"
+
+namespace dhara::policy {
+
+std::string_view to_string(audit_action a) {
+  switch (a) {
+    case audit_action::allowed: return "allowed";
+    case audit_action::denied: return "denied";
+  }
+  return "denied";  // an out-of-range value is treated as a denial everywhere in this file
+}
+
+namespace {
+
+// ---- JSON string escaping -------------------------------------------------------------
+
+constexpr std::uint64_t ones = 0x0101010101010101ULL;
+constexpr std::uint64_t highs = 0x8080808080808080ULL;
+
+// Bytes that end a plain run: controls, '"', '\\' and every non-ASCII byte (validated
+// separately). Non-zero high bits mark them; on a little-endian load the lowest set bit is
+// exactly the first such byte, because the borrow tricks only give false positives above a
+// true one.
+inline std::uint64_t special_bytes(std::uint64_t w) {
+  const std::uint64_t control = (w - ones * 0x20) & ~w;
+  const std::uint64_t q = w ^ (ones * static_cast<unsigned char>('"'));
+  const std::uint64_t quote = (q - ones) & ~q;
+  const std::uint64_t b = w ^ (ones * static_cast<unsigned char>('\\'));
+  const std::uint64_t backslash = (b - ones) & ~b;
+  return (control | quote | backslash | w) & highs;
+}
+
+constexpr bool is_special(unsigned char c) { return c < 0x20 || c == '"' || c == '\\' || c >= 0x80; }
+
+// Advances past bytes that go out unchanged, eight at a time where possible.
+inline const char* skip_plain(const char* p, const char* end) {
+  if constexpr (std::endian::native == std::endian::little) {
+    while (end - p >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p, sizeof w);
+      if (const std::uint64_t m = special_bytes(w); m != 0) {
+        return p + std::countr_zero(m) / 8;
+      }
+      p += 8;
+    }
+  }
+  while (p != end && !is_special(static_cast<unsigned char>(*p))) ++p;
+  return p;
+}
+
+constexpr char hex_digits[] = "0123456789abcdef";
+
+inline void append_escaped_ascii(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"': out.append("\\\"", 2); return;
+    case '\\': out.append("\\\\", 2); return;
+    case '\n': out.append("\\n", 2); return;
+    case '\r': out.append("\\r", 2); return;
+    case '\t': out.append("\\t", 2); return;
+    case '\b': out.append("\\b", 2); return;
+    case '\f': out.append("\\f", 2); return;
+    default: {
+      const char u[6] = {'\\', 'u', '0', '0', hex_digits[c >> 4], hex_digits[c & 0xF]};
+      out.append(u, sizeof u);
+    }
+  }
+}
+
+// One step of UTF-8 validation (Unicode Table 3-7, "well-formed byte sequences"):
+// the length of a valid sequence, or of the maximal invalid subpart that U+FFFD replaces
+// (at least one byte). Overlongs, surrogates and > U+10FFFF fail on the second byte.
+struct utf8_step {
+  std::size_t length;
+  bool valid;
+};
+
+inline utf8_step next_utf8(const unsigned char* p, const unsigned char* end) {
+  const unsigned char c = p[0];
+  std::size_t trail = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    trail = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    trail = 2;
+    if (c == 0xE0) lo = 0xA0;  // below: overlong
+    if (c == 0xED) hi = 0x9F;  // above: UTF-16 surrogates D800..DFFF
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    trail = 3;
+    if (c == 0xF0) lo = 0x90;  // below: overlong
+    if (c == 0xF4) hi = 0x8F;  // above: beyond U+10FFFF
+  } else {
+    return {1, false};  // 80..C1 (continuation byte or overlong lead), F5..FF
+  }
+  for (std::size_t i = 1; i <= trail; ++i) {
+    if (p + i == end || p[i] < lo || p[i] > hi) return {i, false};
+    lo = 0x80;
+    hi = 0xBF;
+  }
+  return {trail + 1, true};
+}
+
+// ---- timestamps (Howard Hinnant's civil calendar algorithms) ----------------------------
+
+struct civil_date {
+  std::int64_t year;
+  unsigned month;
+  unsigned day;
+};
+
+constexpr civil_date civil_from_days(std::int64_t z) {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
+  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+  return {static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2 ? 1 : 0), m, d};
+}
+
+constexpr std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2 ? 1 : 0;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+constexpr std::int64_t ms_per_day = 86'400'000;
+constexpr std::int64_t min_timestamp_ms = days_from_civil(0, 1, 1) * ms_per_day;
+constexpr std::int64_t max_timestamp_ms = days_from_civil(10000, 1, 1) * ms_per_day - 1;
+static_assert(min_timestamp_ms == -62'167'219'200'000);
+static_assert(max_timestamp_ms == 253'402'300'799'999);
+static_assert(civil_from_days(0).year == 1970 && civil_from_days(-1).day == 31);
+
+inline void put2(char* p, unsigned v) {
+  p[0] = static_cast<char>('0' + v / 10);
+  p[1] = static_cast<char>('0' + v % 10);
+}
+
+// Writes exactly audit_timestamp_bytes characters.
+void write_timestamp(char* p, std::int64_t unix_ms) {
+  const std::int64_t ms = std::clamp(unix_ms, min_timestamp_ms, max_timestamp_ms);
+  std::int64_t days = ms / ms_per_day;
+  std::int64_t in_day = ms % ms_per_day;
+  if (in_day < 0) in_day += ms_per_day, --days;  // floor, so 1969 counts forward from midnight
+  const civil_date date = civil_from_days(days);
+  const auto year = static_cast<unsigned>(date.year);  // 0..9999 after the clamp
+  const auto t = static_cast<unsigned>(in_day);
+  put2(p, year / 100);
+  put2(p + 2, year % 100);
+  p[4] = '-';
+  put2(p + 5, date.month);
+  p[7] = '-';
+  put2(p + 8, date.day);
+  p[10] = 'T';
+  put2(p + 11, t / 3'600'000);
+  p[13] = ':';
+  put2(p + 14, t / 60'000 % 60);
+  p[16] = ':';
+  put2(p + 17, t / 1000 % 60);
+  p[19] = '.';
+  const unsigned milli = t % 1000;
+  p[20] = static_cast<char>('0' + milli / 100);
+  put2(p + 21, milli % 100);
+  p[23] = 'Z';
+}
+
+// ---- the line ---------------------------------------------------------------------------
+
+inline void append_literal(std::string& out, std::string_view s) { out.append(s.data(), s.size()); }
+
+inline void append_optional(std::string& out, std::string_view key_prefix, const std::string& v) {
+  if (v.empty()) return;
+  append_literal(out, key_prefix);
+  append_json_string(out, v);
+}
+
+// The path part of "scheme://authority/path?query#fragment" ("/" when absent), or empty
+// when `url` has no "://".
+std::string_view url_path(std::string_view url) {
+  const std::size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return {};
+  const std::size_t start = url.find_first_of("/?#", scheme_end + 3);
+  if (start == std::string_view::npos || url[start] != '/') return "/";
+  const std::size_t stop = url.find_first_of("?#", start);
+  return url.substr(start, stop == std::string_view::npos ? std::string_view::npos : stop - start);
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  const char* run = p;  // start of the bytes copied unchanged but not yet appended
+  while ((p = skip_plain(p, end)) != end) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c < 0x80) {
+      out.append(run, p);
+      append_escaped_ascii(out, c);
+      run = ++p;
+      continue;
+    }
+    const auto* u = reinterpret_cast<const unsigned char*>(p);
+    const utf8_step step = next_utf8(u, reinterpret_cast<const unsigned char*>(end));
+    if (step.valid) {
+      // U+2028/U+2029 are valid JSON but end a line in JavaScript: escape them.
+      if (step.length == 3 && c == 0xE2 && u[1] == 0x80 && (u[2] == 0xA8 || u[2] == 0xA9)) {
+        out.append(run, p);
+        append_literal(out, u[2] == 0xA8 ? "\\u2028" : "\\u2029");
+        run = p + 3;
+      }
+      p += step.length;
+      continue;
+    }
+    out.append(run, p);
+    append_literal(out, "\\ufffd");
+    run = p += step.length;
+  }
+  out.append(run, end);
+  out.push_back('"');
+}
+
+std::string format_timestamp(std::int64_t unix_ms) {
+  std::string s(audit_timestamp_bytes, '\0');
+  write_timestamp(s.data(), unix_ms);
+  return s;
+}
+
+void append_audit_body(std::string& out, const audit_entry& entry) {
+  // Fixed keys and values take ~150 bytes; strings usually need no escaping. One reserve
+  // per line, growing geometrically so a caller batching many lines never copies per line.
+  std::size_t estimate = 160 + entry.extension.size() + entry.capability.size() +
+                         entry.reason.size() + entry.tool.size() + entry.tool_call_id.size() +
+                         entry.session.size();
+  for (const auto& [key, value] : entry.details) estimate += key.size() + value.size() + 6;
+  if (out.capacity() - out.size() < estimate) {
+    out.reserve(std::max(out.size() + estimate, 2 * out.capacity()));
+  }
+
+  const bool denied = entry.action != audit_action::allowed;
+  append_literal(out, R"({"timestamp":")");
+  char timestamp[audit_timestamp_bytes];
+  write_timestamp(timestamp, entry.timestamp_ms);
+  out.append(timestamp, sizeof timestamp);
+  append_literal(out, R"(","extension":)");
+  append_json_string(out, entry.extension);
+  append_literal(out, R"(,"capability":)");
+  append_json_string(out, entry.capability);
+  append_literal(out, denied ? R"(,"action":"denied","details":{)"
+                             : R"(,"action":"allowed","details":{)");
+  bool first = true;
+  for (const auto& [key, value] : entry.details) {
+    if (!first) out.push_back(',');
+    first = false;
+    append_json_string(out, key);
+    out.push_back(':');
+    append_json_string(out, value);
+  }
+  out.push_back('}');
+  if (!entry.reason.empty()) {
+    append_literal(out, R"(,"reason":)");
+    append_json_string(out, entry.reason);
+  } else if (denied) {
+    append_literal(out, R"(,"reason":")");
+    append_literal(out, audit_missing_reason);
+    out.push_back('"');
+  }
+  append_literal(out, R"(,"decidedBy":")");
+  append_literal(out, to_string(entry.decided_by));
+  out.push_back('"');
+  append_optional(out, R"(,"tool":)", entry.tool);
+  append_optional(out, R"(,"toolCallId":)", entry.tool_call_id);
+  append_optional(out, R"(,"session":)", entry.session);
+  append_literal(out, R"(,"seq":)");
+  char digits[20];  // 2^64-1 has 20 digits
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, entry.seq);
+  (void)ec;  // cannot fail: the buffer holds any uint64
+  out.append(digits, end);
+}
+
+void append_audit_suffix(std::string& out, std::string_view hash_hex) {
+  append_literal(out, R"(,"hash":")");
+  append_literal(out, hash_hex);
+  append_literal(out, "\"}\n");
+}
+
+bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns) {
+  if (entry.action != audit_action::allowed || patterns.empty()) return false;
+  std::string normalized;
+  for (const auto& [key, value] : entry.details) {
+    if (key == "path") {
+      std::string_view subject = value;
+      if (!value.empty() && value.front() == '/' && normalize_path_into(value, "/", normalized)) {
+        subject = normalized;
+      }
+      for (const std::string& pattern : patterns) {
+        if (!pattern.empty() && glob_match_at_or_under(pattern, subject)) return true;
+      }
+    } else if (key == "url") {
+      const std::string_view path = url_path(value);
+      for (const std::string& pattern : patterns) {
+        if (pattern.empty()) continue;
+        if (glob_match(pattern, value) || (!path.empty() && glob_match(pattern, path))) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace dhara::policy

@@ -26,15 +26,21 @@ struct audit_entry {
   /// `details` object members, in order; values are strings ({"path": "..."}).
   std::vector<std::pair<std::string, std::string>> details;
   std::string reason;              ///< always written for a denial (a placeholder if empty)
-  decided_by decided_by = decided_by::failure;
+  decider decided_by = decider::failure;  ///< written as `decidedBy`
   std::string tool;                ///< omitted when empty
   std::string tool_call_id;        ///< omitted when empty
   std::string session;             ///< omitted when empty
-  std::uint64_t seq = 0;
+  std::uint64_t seq = 0;           ///< position in the chain (1, 2, …), set by the writer
 };
 
 /// Length of the `,"hash":"<64 hex>"}` suffix that ends every line.
 inline constexpr std::size_t audit_hash_suffix_bytes = 75;
+
+/// The `reason` written for a denial whose reason is empty (a denial always has a reason).
+inline constexpr std::string_view audit_missing_reason = "denied (no reason recorded)";
+
+/// Length of a formatted timestamp, "YYYY-MM-DDTHH:MM:SS.mmmZ".
+inline constexpr std::size_t audit_timestamp_bytes = 24;
 
 /// Appends the line's bytes B — everything before the hash suffix — to `out`:
 /// {"timestamp":"2026-05-14T10:00:00.123Z","extension":…,"capability":…,"action":…,
@@ -46,14 +52,21 @@ void append_audit_body(std::string& out, const audit_entry& entry);
 void append_audit_suffix(std::string& out, std::string_view hash_hex);
 
 /// Appends `s` as a JSON string literal (with quotes). Control characters, quote and
-/// backslash are escaped; invalid UTF-8 bytes become U+FFFD so every line stays valid JSON.
+/// backslash are escaped (`\n`, `\u001f`, ...), U+2028/U+2029 become `\u2028`/`\u2029`,
+/// valid UTF-8 is copied as is, and each maximal invalid subpart (Unicode §3.9: overlongs,
+/// surrogates, > U+10FFFF, truncated sequences, stray continuation bytes) becomes `\ufffd`,
+/// so every line stays valid JSON.
 void append_json_string(std::string& out, std::string_view s);
 
-/// Formats Unix milliseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC).
+/// Formats Unix milliseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC, proleptic Gregorian).
+/// Times before 1970 are exact; times outside years 0000..9999 are clamped to
+/// 0000-01-01T00:00:00.000Z / 9999-12-31T23:59:59.999Z so the width stays 24.
 std::string format_timestamp(std::int64_t unix_ms);
 
 /// True when an *allowed* entry is to be dropped because a `path` or `url` detail matches
 /// one of the `auditIgnorePatterns` globs (`**` spans segments). Denials are never dropped.
+/// A `path` matches with glob_match_at_or_under (absolute paths are lexically normalized
+/// first); a `url` matches when glob_match accepts the whole URL or its path part.
 bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns);
 
 }  // namespace dhara::policy

@@ -3,22 +3,22 @@
 
 namespace dhara::policy {
 
-std::string_view to_string(verdict v) {
+std::string_view to_string(verdict_kind v) {
   switch (v) {
-    case verdict::allow: return "allow";
-    case verdict::deny: return "deny";
-    case verdict::ask: return "ask";
+    case verdict_kind::allow: return "allow";
+    case verdict_kind::deny: return "deny";
+    case verdict_kind::ask: return "ask";
   }
   return "deny";
 }
 
-std::string_view to_string(decided_by d) {
+std::string_view to_string(decider d) {
   switch (d) {
-    case decided_by::rule: return "rule";
-    case decided_by::user: return "user";
-    case decided_by::trusted_author: return "trusted-author";
-    case decided_by::yolo: return "yolo";
-    case decided_by::failure: return "failure";
+    case decider::rule: return "rule";
+    case decider::user: return "user";
+    case decider::trusted_author: return "trusted-author";
+    case decider::yolo: return "yolo";
+    case decider::failure: return "failure";
   }
   return "failure";
 }

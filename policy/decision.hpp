@@ -8,14 +8,14 @@
 namespace dhara::policy {
 
 /// What a check concluded.
-enum class verdict {
+enum class verdict_kind {
   allow,  ///< the request may proceed
   deny,   ///< the request is refused; `reason` says why
   ask,    ///< the capability is pending and the session can prompt: ask the approval actor
 };
 
 /// Who or what made the decision (the audit line's `decidedBy`).
-enum class decided_by {
+enum class decider {
   rule,            ///< a configured or built-in rule (paths, domains, manifest, pending-headless)
   user,            ///< the user's recorded approval or denial
   trusted_author,  ///< auto-approved because the author is in trustedAuthors
@@ -24,24 +24,24 @@ enum class decided_by {
 };
 
 /// "allow", "deny", "ask".
-std::string_view to_string(verdict v);
+std::string_view to_string(verdict_kind v);
 /// The audit spelling: "rule", "user", "trusted-author", "yolo", "failure".
-std::string_view to_string(decided_by d);
+std::string_view to_string(decider d);
 
 /// A decision. `matched_rule` points into the snapshot that made it (valid while that
 /// snapshot lives); `reason` is empty for plain allows.
 struct decision {
-  verdict verdict = verdict::deny;
+  verdict_kind verdict = verdict_kind::deny;
   std::string reason;
-  decided_by decided_by = decided_by::failure;
+  decider decided_by = decider::failure;
   std::string_view matched_rule;
 
-  bool allowed() const { return verdict == verdict::allow; }
+  bool allowed() const { return verdict == verdict_kind::allow; }
 };
 
 /// A denial by a failure, with its reason.
 inline decision failure_decision(std::string reason) {
-  return {verdict::deny, std::move(reason), decided_by::failure, {}};
+  return {verdict_kind::deny, std::move(reason), decider::failure, {}};
 }
 
 }  // namespace dhara::policy

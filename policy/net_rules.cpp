@@ -1,1 +1,195 @@
-// placeholder: being written
+// URL parsing, domain matching and IP literal classification.
+#include "policy/net_rules.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+
+namespace dhara::policy {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+decision deny(std::string reason, std::string_view rule = {}) {
+  return {verdict_kind::deny, std::move(reason), decider::rule, rule};
+}
+
+bool in_v4(const std::uint8_t* b, std::uint32_t net, int prefix) {
+  std::uint32_t a = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+  std::uint32_t mask = prefix == 0 ? 0 : ~std::uint32_t{0} << (32 - prefix);
+  return (a & mask) == (net & mask);
+}
+
+bool refused_v4(const std::uint8_t* b) {
+  return in_v4(b, 0x00000000, 8) || in_v4(b, 0x0A000000, 8) || in_v4(b, 0x64400000, 10) ||
+         in_v4(b, 0x7F000000, 8) || in_v4(b, 0xA9FE0000, 16) || in_v4(b, 0xAC100000, 12) ||
+         in_v4(b, 0xC0A80000, 16) || in_v4(b, 0xE0000000, 4) /* multicast */ ||
+         in_v4(b, 0xF0000000, 4) /* reserved, broadcast */;
+}
+
+// Names that resolve to loopback by convention (RFC 6761) without asking DNS.
+bool is_local_name(std::string_view host) {
+  return host == "localhost" || host.ends_with(".localhost") || host == "localhost.localdomain" ||
+         host.ends_with(".local") || host == "ip6-localhost" || host == "ip6-loopback";
+}
+
+bool listed_by_name(const domain_rules& rules, std::string_view host) {
+  if (std::find(rules.exact.begin(), rules.exact.end(), host) != rules.exact.end()) return true;
+  for (const std::string& s : rules.suffixes)
+    if (host.size() > s.size() && host.ends_with(s)) return true;  // not the bare domain
+  return false;
+}
+
+}  // namespace
+
+std::string ip_address::to_string() const {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (v6) {
+    inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET, bytes.data(), buf, sizeof buf);
+  }
+  return buf;
+}
+
+result<parsed_url> parse_url(std::string_view url) {
+  auto bad = [&](std::string_view why) {
+    return make_error(errc::invalid_value, "the URL '" + std::string(url) + "' " + std::string(why));
+  };
+  auto colon = url.find("://");
+  if (colon == std::string_view::npos) return bad("is not an absolute http(s) URL");
+  parsed_url out;
+  out.scheme = lower(url.substr(0, colon));
+  if (out.scheme != "http" && out.scheme != "https") return bad("does not use http or https");
+  std::string_view rest = url.substr(colon + 3);
+  std::size_t end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, end);
+  out.path = end == std::string_view::npos ? std::string() : std::string(rest.substr(end));
+  for (char c : authority)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == '\\' || c == '%' || c == 0x7F)
+      return bad("has a character in its host part that dhara does not accept");
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  std::string_view host = authority, port;
+  if (authority.starts_with('[')) {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return bad("has an unclosed '['");
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("has text after its IPv6 address");
+      port = after.substr(1);
+    }
+  } else if (auto c = authority.rfind(':'); c != std::string_view::npos) {
+    host = authority.substr(0, c);
+    port = authority.substr(c + 1);
+  }
+  if (!port.empty()) {
+    unsigned value = 0;
+    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc{} || p != port.data() + port.size() || value == 0 || value > 65535)
+      return bad("has an invalid port");
+    out.port = static_cast<std::uint16_t>(value);
+  } else {
+    out.port = out.scheme == "https" ? 443 : 80;
+  }
+  out.host = lower(host);
+  while (!out.host.empty() && out.host.back() == '.') out.host.pop_back();
+  if (out.host.empty()) return bad("has no host");
+  return out;
+}
+
+std::optional<ip_address> parse_ip_literal(std::string_view host) {
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  if (host.empty() || host.size() > 64) return std::nullopt;
+  char buf[65];
+  std::memcpy(buf, host.data(), host.size());
+  buf[host.size()] = '\0';
+  ip_address ip;
+  if (host.find(':') != std::string_view::npos) {
+    if (inet_pton(AF_INET6, buf, ip.bytes.data()) != 1) return std::nullopt;
+    ip.v6 = true;
+    static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    if (std::memcmp(ip.bytes.data(), mapped, 12) == 0) {  // ::ffff:a.b.c.d is IPv4
+      std::array<std::uint8_t, 16> v4{};
+      std::memcpy(v4.data(), ip.bytes.data() + 12, 4);
+      ip.bytes = v4;
+      ip.v6 = false;
+    }
+    return ip;
+  }
+  // inet_aton accepts every legacy IPv4 spelling a resolver would ("127.1", "0x7f.1",
+  // "2130706433", "0177.0.0.1"), which is exactly what an attacker would try.
+  for (char c : host)
+    if (!std::isxdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'x' && c != 'X')
+      return std::nullopt;
+  in_addr addr{};
+  if (inet_aton(buf, &addr) == 0) return std::nullopt;
+  std::memcpy(ip.bytes.data(), &addr.s_addr, 4);
+  return ip;
+}
+
+bool is_refused_address(const ip_address& ip) {
+  const std::uint8_t* b = ip.bytes.data();
+  if (!ip.v6) return refused_v4(b);
+  static constexpr std::uint8_t zero[16] = {};
+  if (std::memcmp(b, zero, 15) == 0 && (b[15] == 0 || b[15] == 1)) return true;  // :: and ::1
+  if ((b[0] & 0xFE) == 0xFC) return true;                                      // fc00::/7
+  if (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) return true;                      // fe80::/10
+  if (b[0] == 0xFE && (b[1] & 0xC0) == 0xC0) return true;                      // fec0::/10 (site-local)
+  if (b[0] == 0xFF) return true;                                               // multicast
+  if (std::memcmp(b, zero, 12) == 0) return refused_v4(b + 12);                // ::a.b.c.d
+  static constexpr std::uint8_t nat64[12] = {0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (std::memcmp(b, nat64, 12) == 0) return refused_v4(b + 12);               // 64:ff9b::/96
+  if (b[0] == 0x20 && b[1] == 0x02) return refused_v4(b + 2);                  // 6to4 2002::/16
+  return false;
+}
+
+domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>& domains) {
+  domain_rules rules;
+  if (!domains) return rules;
+  rules.listed = true;
+  for (const std::string& d : *domains) {
+    std::string entry = lower(d);
+    while (!entry.empty() && entry.back() == '.') entry.pop_back();
+    if (entry.starts_with("*.") && entry.size() > 2) {
+      rules.suffixes.push_back(entry.substr(1));
+    } else if (auto ip = parse_ip_literal(entry)) {
+      rules.exact.push_back(ip->to_string());
+    } else if (!entry.empty()) {
+      rules.exact.push_back(std::move(entry));
+    }
+  }
+  return rules;
+}
+
+decision check_url(const domain_rules& rules, std::string_view url) {
+  auto parsed = parse_url(url);
+  if (!parsed) return deny(parsed.err().message);
+  const std::string& host = parsed->host;
+  if (auto ip = parse_ip_literal(host)) {
+    std::string canonical = ip->to_string();
+    bool listed = std::find(rules.exact.begin(), rules.exact.end(), canonical) != rules.exact.end();
+    if (listed) return {verdict_kind::allow, {}, decider::rule, {}};
+    if (is_refused_address(*ip))
+      return deny("the address " + canonical + " in '" + std::string(url) +
+                  "' is loopback, private or link-local; list it literally in network.outbound to allow it");
+    if (rules.listed) return deny("the host " + canonical + " is not in the extension's network.outbound list");
+    return {verdict_kind::allow, {}, decider::rule, {}};
+  }
+  bool listed = listed_by_name(rules, host);
+  if (!listed && is_local_name(host))
+    return deny("the host '" + host + "' is a local name; list it in network.outbound to allow it");
+  if (rules.listed && !listed)
+    return deny("the host '" + host + "' is not in the extension's network.outbound list" +
+                (rules.exact.empty() && rules.suffixes.empty() ? std::string(" (the list is empty: no host is allowed)") : std::string()));
+  return {verdict_kind::allow, {}, decider::rule, {}};
+}
+
+}  // namespace dhara::policy

@@ -1,1 +1,363 @@
-// placeholder: being written
+// Path rules: lexical normalization written for speed (one pass, no allocation with a
+// reused buffer), globs with `**`, and the allowed/denied check of DESIGN §4.
+#include "policy/path_rules.hpp"
+
+#include <cstring>
+#include <optional>
+
+namespace dhara::policy {
+namespace {
+
+// Appends the segments of `p` to `out`, applying `.`, `..` and empty segments.
+// `out` holds "" (meaning "/") or "/a/b" with no trailing slash.
+void push_segments(std::string_view p, std::string& out) {
+  std::size_t i = 0;
+  const std::size_t n = p.size();
+  while (i < n) {
+    while (i < n && p[i] == '/') ++i;
+    if (i >= n) break;
+    const void* slash = std::memchr(p.data() + i, '/', n - i);
+    std::size_t end = slash ? static_cast<std::size_t>(static_cast<const char*>(slash) - p.data()) : n;
+    std::size_t len = end - i;
+    if (len == 1 && p[i] == '.') {
+      // current directory: nothing to add
+    } else if (len == 2 && p[i] == '.' && p[i + 1] == '.') {
+      std::size_t cut = out.rfind('/');
+      out.resize(cut == std::string::npos ? 0 : cut);  // ".." never climbs above "/"
+    } else {
+      out.push_back('/');
+      out.append(p.data() + i, len);
+    }
+    i = end;
+  }
+}
+
+bool is_glob_char(char c) { return c == '*' || c == '?' || c == '['; }
+
+// Matches one path segment against one pattern segment (`*`, `?`, `[...]`), with the
+// classic single-star backtracking: linear in practice, no recursion.
+bool match_class(std::string_view pat, std::size_t& pi, char c) {
+  // pat[pi] == '['; on return pi is past the closing ']'. An unclosed '[' is literal.
+  std::size_t j = pi + 1;
+  bool negate = false;
+  if (j < pat.size() && (pat[j] == '!' || pat[j] == '^')) {
+    negate = true;
+    ++j;
+  }
+  bool matched = false;
+  bool first = true;
+  while (j < pat.size() && (first || pat[j] != ']')) {
+    first = false;
+    char lo = pat[j];
+    if (j + 2 < pat.size() && pat[j + 1] == '-' && pat[j + 2] != ']') {
+      char hi = pat[j + 2];
+      if (lo <= c && c <= hi) matched = true;
+      j += 3;
+    } else {
+      if (lo == c) matched = true;
+      ++j;
+    }
+  }
+  if (j >= pat.size()) {  // no closing bracket: treat '[' as a literal character
+    bool literal = c == '[';
+    pi += 1;
+    return literal;
+  }
+  pi = j + 1;
+  return matched != negate;
+}
+
+bool match_segment(std::string_view pat, std::string_view seg) {
+  std::size_t pi = 0, si = 0;
+  std::size_t star_p = std::string_view::npos, star_s = 0;
+  while (si < seg.size()) {
+    if (pi < pat.size() && pat[pi] == '*') {
+      star_p = ++pi;
+      star_s = si;
+      continue;
+    }
+    if (pi < pat.size()) {
+      std::size_t next = pi;
+      bool ok;
+      if (pat[pi] == '?') {
+        ok = true;
+        next = pi + 1;
+      } else if (pat[pi] == '[') {
+        ok = match_class(pat, next, seg[si]);
+      } else {
+        ok = pat[pi] == seg[si];
+        next = pi + 1;
+      }
+      if (ok) {
+        pi = next;
+        ++si;
+        continue;
+      }
+    }
+    if (star_p == std::string_view::npos) return false;
+    pi = star_p;
+    si = ++star_s;
+  }
+  while (pi < pat.size() && pat[pi] == '*') ++pi;
+  return pi == pat.size();
+}
+
+// Reads the segment starting at or after `pos` (skipping slashes); returns it and moves
+// `pos` past it. An empty view means no more segments.
+std::string_view next_segment(std::string_view s, std::size_t& pos) {
+  while (pos < s.size() && s[pos] == '/') ++pos;
+  std::size_t start = pos;
+  while (pos < s.size() && s[pos] != '/') ++pos;
+  return s.substr(start, pos - start);
+}
+
+// Segment-level matching where `**` stands for any number of whole segments. Positions
+// are string offsets, so nothing is allocated. With `allow_trailing`, the pattern may end
+// while the path goes on (the path is under a match).
+bool match_segments(std::string_view pat, std::string_view path, bool allow_trailing) {
+  std::size_t pp = 0, sp = 0;
+  std::size_t star_pp = std::string_view::npos, star_sp = 0;
+  for (;;) {
+    std::size_t sp_next = sp;
+    std::string_view seg = next_segment(path, sp_next);
+    if (seg.empty()) break;
+    std::size_t pp_next = pp;
+    std::string_view pseg = next_segment(pat, pp_next);
+    if (pseg == "**") {
+      star_pp = pp = pp_next;
+      star_sp = sp;
+      continue;
+    }
+    if (!pseg.empty() && match_segment(pseg, seg)) {
+      pp = pp_next;
+      sp = sp_next;
+      continue;
+    }
+    if (pseg.empty() && allow_trailing) return true;
+    if (star_pp == std::string_view::npos) return false;
+    // Let the last `**` swallow one more segment and retry.
+    pp = star_pp;
+    next_segment(path, star_sp);
+    sp = star_sp;
+  }
+  for (;;) {
+    std::size_t pp_next = pp;
+    std::string_view pseg = next_segment(pat, pp_next);
+    if (pseg.empty()) return true;
+    if (pseg != "**") return false;
+    pp = pp_next;
+  }
+}
+
+bool glob_matches(std::string_view pattern, std::string_view path, bool at_or_under) {
+  if (!pattern.starts_with('/')) {
+    // A relative pattern ("**/node_modules/**", "*.log") matches at any depth.
+    for (std::size_t pos = 0;;) {
+      if (match_segments(pattern, path.substr(pos), at_or_under)) return true;
+      std::size_t next = path.find('/', pos + 1);
+      if (next == std::string_view::npos) return false;
+      pos = next;
+    }
+  }
+  return match_segments(pattern, path, at_or_under);
+}
+
+// The directory part of a glob before its first glob character: "/proc/*/root" → "/proc/".
+std::string literal_prefix_of(std::string_view glob) {
+  std::size_t first = 0;
+  while (first < glob.size() && !is_glob_char(glob[first])) ++first;
+  std::size_t slash = glob.rfind('/', first);
+  return std::string(glob.substr(0, slash == std::string_view::npos ? 0 : slash + 1));
+}
+
+bool entry_matches(const path_entry& e, std::string_view path) {
+  if (!e.glob) return is_at_or_under(path, e.normalized);
+  if (!path.starts_with(e.literal_prefix)) return false;
+  return glob_match_at_or_under(e.normalized, path);
+}
+
+const path_entry* find_match(const std::vector<path_entry>& entries, std::string_view path) {
+  for (const path_entry& e : entries)
+    if (entry_matches(e, path)) return &e;
+  return nullptr;
+}
+
+std::string_view access_word(path_access a) { return a == path_access::write ? "write" : "read"; }
+
+decision deny(std::string reason, std::string_view rule = {}) {
+  return {verdict_kind::deny, std::move(reason), decider::rule, rule};
+}
+
+// Built-in denials that no configuration can remove (DESIGN §4, §9).
+std::vector<std::pair<std::string, std::string>> builtin_denials(const path_rules_input& in) {
+  std::vector<std::pair<std::string, std::string>> out{
+      {"/etc/shadow", "built-in: /etc/shadow"},
+      {"/etc/gshadow", "built-in: /etc/gshadow"},
+  };
+  if (!in.home.empty()) out.push_back({in.home + "/.ssh", "built-in: ~/.ssh/"});
+  // /proc magic links and process secrets: they walk around every other rule.
+  for (const char* leaf : {"root", "cwd", "exe", "environ", "mem", "fd", "map_files"})
+    out.push_back({std::string("/proc/**/") + leaf, std::string("built-in: /proc/*/") + leaf});
+  if (!in.dhara_home.empty()) {
+    // dhara's own state: an extension must never read or edit approvals or the audit.
+    for (const char* f : {"config.json*", "permissions.json*", "audit*", "logs"})
+      out.push_back({in.dhara_home + "/" + f, std::string("built-in: $DHARA_HOME/") + f});
+  }
+  if (!in.project_root.empty())
+    out.push_back({in.project_root + "/.dhara/config.json*", "built-in: <project>/.dhara/config.json"});
+  return out;
+}
+
+}  // namespace
+
+bool normalize_path_into(std::string_view path, std::string_view base, std::string& out) {
+  out.clear();
+  if (path.empty() || std::memchr(path.data(), '\0', path.size()) != nullptr) return false;
+  if (path.front() != '/') {
+    if (base.empty() || base.front() != '/' || std::memchr(base.data(), '\0', base.size()) != nullptr)
+      return false;
+    push_segments(base, out);
+  }
+  push_segments(path, out);
+  if (out.empty()) out.push_back('/');
+  return true;
+}
+
+result<std::string> normalize_path(std::string_view path, std::string_view base) {
+  std::string out;
+  if (normalize_path_into(path, base, out)) return out;
+  if (path.empty()) return make_error(errc::invalid_path, "the path is empty");
+  if (path.find('\0') != std::string_view::npos)
+    return make_error(errc::invalid_path, "the path holds a NUL byte");
+  return make_error(errc::invalid_path, "the relative path '" + std::string(path) +
+                                            "' needs an absolute base directory");
+}
+
+result<std::string> expand_home(std::string_view path, std::string_view home) {
+  if (!path.starts_with('~')) return std::string(path);
+  if (path.size() > 1 && path[1] != '/')
+    return make_error(errc::invalid_path, "'" + std::string(path) +
+                                              "': only '~' and '~/' are supported, not '~user'");
+  if (home.empty() || home.front() != '/')
+    return make_error(errc::invalid_path, "cannot expand '~' in '" + std::string(path) +
+                                              "': HOME is not an absolute path");
+  std::string out(home);
+  out.append(path.substr(1));
+  return out;
+}
+
+bool is_at_or_under(std::string_view path, std::string_view dir) {
+  if (dir == "/") return path.starts_with('/');
+  if (!path.starts_with(dir)) return false;
+  return path.size() == dir.size() || path[dir.size()] == '/';
+}
+
+bool has_glob(std::string_view text) {
+  for (char c : text)
+    if (is_glob_char(c)) return true;
+  return false;
+}
+
+bool glob_match(std::string_view pattern, std::string_view path) {
+  return glob_matches(pattern, path, false);
+}
+
+bool glob_match_at_or_under(std::string_view pattern, std::string_view path) {
+  return glob_matches(pattern, path, true);
+}
+
+result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_resolver& resolver) {
+  path_rule_set set;
+  auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written,
+                 bool is_denied) -> std::optional<error> {
+    auto expanded = expand_home(text, in.home);
+    if (!expanded) return expanded.err();
+    if (expanded->empty() || expanded->front() != '/')
+      return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
+    auto normal = normalize_path(*expanded, "/");
+    if (!normal) return normal.err();
+    path_entry e{std::move(written), std::move(*normal), has_glob(*expanded), {}};
+    if (e.glob) {
+      e.literal_prefix = literal_prefix_of(e.normalized);
+      list.push_back(std::move(e));
+      return std::nullopt;
+    }
+    if (!resolver.follows_links()) {
+      list.push_back(std::move(e));
+      return std::nullopt;
+    }
+    auto resolved = resolver.resolve(e.normalized);
+    if (!resolved) {
+      // Denied: keep the lexical form (still denied). Allowed: drop it (less is allowed).
+      set.problems.push_back("cannot resolve '" + e.written + "': " + resolved.err().message);
+      if (is_denied) list.push_back(std::move(e));
+      return std::nullopt;
+    }
+    if (is_denied && *resolved != e.normalized) {
+      path_entry lexical = e;  // deny both the name and what it points at
+      list.push_back(std::move(lexical));
+    }
+    e.normalized = std::move(*resolved);
+    list.push_back(std::move(e));  // allowed entries count only in their resolved form
+    return std::nullopt;
+  };
+
+  for (auto& [path, written] : builtin_denials(in))
+    if (auto err = add(set.denied, path, written, true)) return *err;
+  for (const std::string& d : in.denied)
+    if (auto err = add(set.denied, d, d, true))
+      return make_error(err->code, "deniedPaths entry '" + d + "': " + err->message);
+  for (const std::string& a : in.allowed)
+    if (auto err = add(set.allowed, a, a, false))
+      set.problems.push_back("allowedPaths entry '" + a + "' ignored: " + err->message);
+  return set;
+}
+
+decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
+                    std::string_view home, path_access access, const path_resolver& resolver) {
+  if (raw.empty()) return deny("the path is empty");
+  if (std::memchr(raw.data(), '\0', raw.size()) != nullptr) return deny("the path holds a NUL byte");
+  if (raw.size() > max_path_bytes) return deny("the path is longer than " + std::to_string(max_path_bytes) + " bytes");
+
+  // One buffer per thread, reused: the common check allocates nothing.
+  thread_local std::string lexical;
+  thread_local std::string expanded;
+  std::string_view input = raw;
+  if (raw.front() == '~') {
+    auto e = expand_home(raw, home);
+    if (!e) return deny(e.err().message);
+    expanded = std::move(*e);
+    input = expanded;
+  }
+  if (!normalize_path_into(input, cwd, lexical))
+    return {verdict_kind::deny, "the session directory '" + std::string(cwd) + "' is not absolute",
+            decider::failure, {}};
+
+  if (const path_entry* d = find_match(rules.denied, lexical))
+    return deny("'" + std::string(raw) + "' is denied by the rule " + d->written, d->written);
+
+  std::string_view effective = lexical;
+  std::string resolved_storage;
+  if (resolver.follows_links()) {
+    auto resolved = resolver.resolve(lexical);
+    if (!resolved)
+      return deny("cannot resolve '" + std::string(raw) + "': " + resolved.err().message);
+    resolved_storage = std::move(*resolved);
+    effective = resolved_storage;
+    if (effective != lexical) {
+      if (const path_entry* d = find_match(rules.denied, effective))
+        return deny("'" + std::string(raw) + "' resolves to '" + resolved_storage +
+                        "', which is denied by the rule " + d->written,
+                    d->written);
+    }
+  }
+
+  if (const path_entry* a = find_match(rules.allowed, effective))
+    return {verdict_kind::allow, {}, decider::rule, a->written};
+  std::string reason = std::string(access_word(access)) + " of '" + std::string(raw) + "'";
+  if (effective != lexical) reason += " (resolves to '" + std::string(effective) + "')";
+  reason += " is outside the allowed paths; add its folder to security.allowedPaths to allow it";
+  return deny(std::move(reason));
+}
+
+}  // namespace dhara::policy

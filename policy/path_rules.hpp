@@ -50,6 +50,8 @@ class path_resolver {
   virtual ~path_resolver() = default;
   /// The resolved path, or errc::resolve_failed (loop, permission, too long): callers deny.
   virtual result<std::string> resolve(std::string_view normalized_abs) const = 0;
+  /// False for resolvers that never change a path, so checks can skip the call.
+  virtual bool follows_links() const { return true; }
 };
 
 /// A resolver for purely lexical checks: returns the path unchanged (no symlinks seen).
@@ -58,6 +60,7 @@ class lexical_resolver final : public path_resolver {
   result<std::string> resolve(std::string_view normalized_abs) const override {
     return std::string(normalized_abs);
   }
+  bool follows_links() const override { return false; }
 };
 
 /// Whether a path is to be read or written (writes and reads share the rules today; the
@@ -76,9 +79,11 @@ struct path_rules_input {
 
 /// One compiled entry: the text the user wrote (for reasons) and its normalized form.
 struct path_entry {
-  std::string written;
-  std::string normalized;
+  std::string written;         ///< as the user wrote it (or "built-in: …"), for reasons
+  std::string normalized;      ///< absolute, normalized (a glob keeps its pattern characters)
   bool glob = false;
+  std::string literal_prefix;  ///< for globs: the directory part before the first glob
+                               ///< character, a cheap filter before matching
 };
 
 /// Compiled, immutable path rules.

@@ -1,1 +1,322 @@
-// placeholder: being written
+// The permissions.json model: parsing (strict on what grants, tolerant of unknown fields),
+// stable serialization, and what an entry grants at a level after a version change.
+#include "policy/permissions.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <stdexcept>
+
+#include "policy/manifest.hpp"
+#include "policy/text.hpp"
+
+namespace dhara::policy {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view file_name = "permissions.json";
+constexpr std::size_t max_depth = 256;
+constexpr std::size_t max_shown_bytes = 64;
+constexpr std::size_t max_suggest_bytes = 64;  // edit distance is quadratic: skip huge keys
+
+// The file may be hand-edited; escape what it holds before it reaches a terminal.
+std::string shown(std::string_view s) {
+  std::string out = "'";
+  std::size_t n = std::min(s.size(), max_shown_bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  if (s.size() > n) out += " (" + std::to_string(s.size()) + " bytes, cut)";
+  return out;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Copying and dumping a json value recurse once per level: refuse hostile nesting first.
+std::optional<error> check_depth(std::string_view text) {
+  std::size_t depth = 0, line = 1, column = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    } else {
+      ++column;
+    }
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return make_error(errc::parse_error, std::string(file_name) + ":" + std::to_string(line) + ":" +
+                                                 std::to_string(column) +
+                                                 ": nested deeper than 256 levels");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+error json_syntax_error(std::string_view text, const json::parse_error& e) {
+  std::size_t pos = e.byte == 0 ? 0 : std::min<std::size_t>(e.byte - 1, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < pos; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  std::string_view what = e.what();
+  auto col = what.find("column ");
+  auto colon = col == std::string_view::npos ? col : what.find(": ", col);
+  std::string_view reason = colon == std::string_view::npos ? what : what.substr(colon + 2);
+  return make_error(errc::parse_error, std::string(file_name) + ":" + std::to_string(line) + ":" +
+                                           std::to_string(column) + ": invalid JSON: " +
+                                           printable(reason) +
+                                           "; fix the file by hand (dhara will not overwrite it)");
+}
+
+bool is_known_key(std::string_view key) {
+  return key == "version" || key == "capabilities" || key == "approvedAt" || key == "approvedBy" ||
+         key == "folder";
+}
+
+std::string where(std::string_view ext, std::string_view field) {
+  return std::string(file_name) + ": " + shown(ext) + ": " + std::string(field) + ": ";
+}
+
+std::optional<error> read_string(const json& v, std::string_view ext, std::string_view field,
+                                 std::string& out) {
+  if (!v.is_string())
+    return make_error(errc::invalid_type, where(ext, field) + "expected a string, got " +
+                                              std::string(json_type_name(v)));
+  out = v.get<std::string>();
+  return std::nullopt;
+}
+
+result<permission_entry> parse_entry(std::string_view ext, const json& v,
+                                     std::vector<std::string>& warnings) {
+  if (!v.is_object())
+    return make_error(errc::invalid_type, std::string(file_name) + ": " + shown(ext) +
+                                              ": expected an object, got " +
+                                              std::string(json_type_name(v)));
+  permission_entry e;
+  bool has_version = false;
+  for (const auto& [key, value] : v.items()) {
+    if (key == "version") {
+      if (auto err = read_string(value, ext, key, e.version)) return *err;
+      has_version = true;
+    } else if (key == "capabilities") {
+      if (!value.is_object())
+        return make_error(errc::invalid_type, where(ext, key) + "expected an object, got " +
+                                                  std::string(json_type_name(value)));
+      for (const auto& [cap, state] : value.items()) {
+        std::string field = "capabilities." + printable(cap);
+        if (!state.is_string() || (state != "approved" && state != "denied"))
+          return make_error(errc::invalid_value,
+                            where(ext, field) + "expected \"approved\" or \"denied\", got " +
+                                (state.is_string() ? shown(state.get_ref<const std::string&>())
+                                                   : std::string(json_type_name(state))) +
+                                " (remove the key to make it pending)");
+        e.capabilities[cap] = state == "approved" ? permission_state::approved : permission_state::denied;
+        if (!parse_capability_pattern(cap)) {
+          std::string hint;
+          if (cap.size() <= max_suggest_bytes) {
+            const auto& names = capability_names();
+            hint = did_you_mean(cap, std::span<const std::string_view>(names.data(), names.size()));
+          }
+          warnings.push_back(std::string(file_name) + ": " + shown(ext) + ": " + shown(cap) +
+                             " is not a known capability or group wildcard" + hint +
+                             "; it is kept but grants and denies nothing");
+        }
+      }
+    } else if (key == "approvedAt" || key == "approvedBy" || key == "folder") {
+      std::string s;
+      if (auto err = read_string(value, ext, key, s)) return *err;
+      (key == "approvedAt" ? e.approved_at : key == "approvedBy" ? e.approved_by : e.folder) = std::move(s);
+    } else {
+      e.extra[key] = value;
+    }
+  }
+  if (!has_version)
+    return make_error(errc::missing_field,
+                      where(ext, "version") + "required field is missing (approvals are bound to a version)");
+  return e;
+}
+
+result<parsed_permissions> parse_json_impl(const json& doc) {
+  if (!doc.is_object())
+    return make_error(errc::invalid_type, std::string(file_name) +
+                                              ": expected an object of extensions at the top level, got " +
+                                              std::string(json_type_name(doc)));
+  parsed_permissions out;
+  for (const auto& [ext, v] : doc.items()) {
+    auto entry = parse_entry(ext, v, out.warnings);
+    if (!entry) return entry.err();
+    out.value.entries.emplace(ext, std::move(*entry));
+  }
+  return out;
+}
+
+// What a set of stored keys stands for; unknown keys stand for nothing.
+capability_set expand(const permission_entry& entry, permission_state wanted) {
+  capability_set set;
+  for (const auto& [key, state] : entry.capabilities) {
+    if (state != wanted) continue;
+    if (auto caps = parse_capability_pattern(key)) set = set | *caps;
+  }
+  return set;
+}
+
+}  // namespace
+
+std::string_view to_string(permission_state s) {
+  switch (s) {
+    case permission_state::approved: return "approved";
+    case permission_state::denied: return "denied";
+  }
+  return "denied";
+}
+
+result<parsed_permissions> parse_permissions(std::string_view text) {
+  bool blank = std::all_of(text.begin(), text.end(),
+                           [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+  if (blank) return parsed_permissions{};  // an empty file means {} (DESIGN §9)
+  if (auto deep = check_depth(text)) return *deep;
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    return json_syntax_error(text, e);
+  } catch (const std::exception& e) {
+    return make_error(errc::parse_error, std::string(file_name) + ": invalid JSON: " + printable(e.what()));
+  }
+  return parse_permissions_json(doc);
+}
+
+result<parsed_permissions> parse_permissions_json(const nlohmann::json& doc) {
+  try {
+    return parse_json_impl(doc);
+  } catch (const std::exception& e) {
+    return make_error(errc::invalid_value, std::string(file_name) + ": cannot be read: " + printable(e.what()));
+  }
+}
+
+std::string serialize_permissions(const permissions& p) {
+  // ordered_json keeps the seed's key order; unknown fields follow in sorted order, which
+  // keeps a parse → serialize round trip byte-stable.
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [name, e] : p.entries) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    o["version"] = e.version;
+    nlohmann::ordered_json caps = nlohmann::ordered_json::object();
+    for (const auto& [key, state] : e.capabilities) caps[key] = std::string(to_string(state));
+    o["capabilities"] = std::move(caps);
+    if (e.approved_at) o["approvedAt"] = *e.approved_at;
+    if (e.approved_by) o["approvedBy"] = *e.approved_by;
+    if (e.folder) o["folder"] = *e.folder;
+    if (e.extra.is_object())
+      for (const auto& [key, value] : e.extra.items())
+        if (!is_known_key(key)) o[key] = nlohmann::ordered_json(value);
+    out[name] = std::move(o);
+  }
+  // Strings set by callers (a folder path) may not be UTF-8; replacing the bad bytes keeps
+  // this from throwing. Only an allocation failure can still throw here.
+  return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+effective_permissions effective_for(const permission_entry& entry, std::string_view current_version,
+                                    security_level level) {
+  // Paranoid binds every approval to the version the user saw: a new version asks again.
+  if (level == security_level::paranoid && entry.version != current_version) return {};
+  effective_permissions eff;
+  eff.denied = expand(entry, permission_state::denied);
+  // Implication first, denial last: "network:outbound" approved with "network:fetch"
+  // denied leaves fetch denied.
+  eff.approved = with_implied(expand(entry, permission_state::approved)).minus(eff.denied);
+  return eff;
+}
+
+bool entry_applies_to(const permission_entry& entry, std::string_view name, std::string_view folder,
+                      std::string_view dhara_home) {
+  if (entry.folder) return *entry.folder == folder;
+  // A hand-written entry (seed shape) belongs to the globally installed extension only.
+  // A name that is not a safe folder name could point anywhere, so it matches nothing.
+  if (dhara_home.empty() || !is_valid_extension_name(name)) return false;
+  while (dhara_home.size() > 1 && dhara_home.back() == '/') dhara_home.remove_suffix(1);
+  std::string expected(dhara_home);
+  if (expected != "/") expected += '/';
+  expected += "extensions/";
+  expected += name;
+  return folder == expected;
+}
+
+result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
+                                permission_state state, std::string_view version,
+                                std::string_view folder, std::string_view now_iso8601) {
+  try {
+    if (!is_valid_extension_name(ext))
+      return make_error(errc::invalid_value, shown(ext) + " is not a valid extension name");
+    auto caps = parse_capability_pattern(pattern);
+    if (!caps) return caps.err();
+    std::optional<std::string> target;
+    if (!folder.empty()) target = std::string(folder);
+
+    auto [it, created] = p.entries.try_emplace(std::string(ext));
+    permission_entry& e = it->second;
+    if (!created && e.folder && e.folder != target) {
+      // Approvals given to an extension in another folder are not this one's to inherit.
+      e.capabilities.clear();
+      e.approved_at.reset();
+      e.approved_by.reset();
+    }
+    e.version = std::string(version);
+    e.folder = std::move(target);
+    e.capabilities[std::string(pattern)] = state;
+    e.approved_at = std::string(now_iso8601);
+    e.approved_by = "user";
+    return e;
+  } catch (const std::exception& e) {
+    return make_error(errc::invalid_value, "cannot record the permission: " + printable(e.what()));
+  }
+}
+
+void rebind_version(permission_entry& entry, std::string_view version, security_level level) {
+  if (entry.version == version) return;
+  if (level == security_level::paranoid) entry.capabilities.clear();
+  entry.version = std::string(version);
+}
+
+bool reset(permissions& p, std::string_view ext) { return p.entries.erase(std::string(ext)) > 0; }
+
+}  // namespace dhara::policy

@@ -71,10 +71,20 @@ bool entry_applies_to(const permission_entry& entry, std::string_view name, std:
 
 /// Records `pattern` (a name or "group:*", stored as written) as approved/denied for `ext`,
 /// creating the entry with `version` and `folder` if absent, and stamping approvedAt
-/// (`now_iso8601`) and approvedBy ("user"). Invalid patterns are errors, nothing changed.
+/// (`now_iso8601`) and approvedBy ("user"). Invalid patterns and invalid extension names
+/// are errors, nothing changed. The entry's version and folder become the given ones (an
+/// empty folder removes the binding). An entry recorded for another folder starts over
+/// (its states belonged to another extension); an entry without a folder adopts `folder`.
+/// record() keeps other states across a version change: at paranoid, call
+/// rebind_version() first, or approvals given to the old version would carry over.
 result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
                                 permission_state state, std::string_view version,
                                 std::string_view folder, std::string_view now_iso8601);
+
+/// Moves an entry to `version` the way `level` binds approvals (see effective_for):
+/// paranoid forgets every recorded capability, the other levels keep them. No-op when the
+/// version is unchanged.
+void rebind_version(permission_entry& entry, std::string_view version, security_level level);
 
 /// Forgets an extension (back to pending). Returns false if it had no entry.
 bool reset(permissions& p, std::string_view ext);

@@ -1,1 +1,764 @@
-// placeholder: being written
+// Settings (DESIGN §3.1): one config layer parsed into typed optional fields with precise
+// errors, and the global → project → CLI merge in which an untrusted project only tightens.
+#include "policy/settings.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/path_rules.hpp"
+#include "policy/text.hpp"
+
+namespace dhara::policy {
+
+using json = nlohmann::json;
+
+namespace {
+
+// ---- value ranges --------------------------------------------------------------------
+// Wide enough for any real use, narrow enough that a typo (a sign, an extra zero, 0 for
+// "off") is refused with a clear message instead of becoming a hang or a rotation storm.
+struct uint_range {
+  std::uint64_t min;
+  std::uint64_t max;
+};
+constexpr std::uint64_t one_day_ms = 86'400'000;
+// Below 4 KiB the audit would rotate every few lines; 1 TiB is past any real disk budget.
+constexpr uint_range audit_max_bytes_range{4096, std::uint64_t{1} << 40};
+// keep 0 would delete the whole trail at each rotation: audit entries must never be lost.
+constexpr uint_range audit_keep_range{1, 1000};
+constexpr uint_range call_timeout_range{1, one_day_ms};
+// A grace of 0 means "go to the next step of the kill chain at once", which is legitimate.
+constexpr uint_range grace_range{0, 600'000};
+constexpr uint_range max_restarts_range{0, 1000};
+constexpr uint_range restart_window_range{1, one_day_ms};
+// The initialize reply alone needs about 1 KiB; beyond 1 GiB one line could exhaust memory.
+constexpr uint_range max_line_bytes_range{1024, std::uint64_t{1} << 30};
+
+// ---- known keys ----------------------------------------------------------------------
+constexpr std::array<std::string_view, 3> top_keys{"security", "extensionDirs", "extensions"};
+constexpr std::array<std::string_view, 8> security_keys{
+    "level",           "trustedAuthors", "allowedPaths", "deniedPaths", "auditIgnorePatterns",
+    "trustedProjects", "audit",          "requireOsSandbox"};
+constexpr std::array<std::string_view, 3> audit_keys{"durability", "maxBytes", "keep"};
+constexpr std::array<std::string_view, 6> extensions_keys{
+    "callTimeoutMs", "cancelGraceMs", "killGraceMs", "maxRestarts", "restartWindowMs",
+    "maxLineBytes"};
+
+// Every key with its dotted place, so a key written at the wrong level is still found
+// ("level" at the top → "security.level").
+struct known_key {
+  std::string_view leaf;
+  std::string_view dotted;
+};
+constexpr std::array<known_key, 20> all_keys{{
+    {"security", "security"},
+    {"extensionDirs", "extensionDirs"},
+    {"extensions", "extensions"},
+    {"level", "security.level"},
+    {"trustedAuthors", "security.trustedAuthors"},
+    {"allowedPaths", "security.allowedPaths"},
+    {"deniedPaths", "security.deniedPaths"},
+    {"auditIgnorePatterns", "security.auditIgnorePatterns"},
+    {"trustedProjects", "security.trustedProjects"},
+    {"audit", "security.audit"},
+    {"requireOsSandbox", "security.requireOsSandbox"},
+    {"durability", "security.audit.durability"},
+    {"maxBytes", "security.audit.maxBytes"},
+    {"keep", "security.audit.keep"},
+    {"callTimeoutMs", "extensions.callTimeoutMs"},
+    {"cancelGraceMs", "extensions.cancelGraceMs"},
+    {"killGraceMs", "extensions.killGraceMs"},
+    {"maxRestarts", "extensions.maxRestarts"},
+    {"restartWindowMs", "extensions.restartWindowMs"},
+    {"maxLineBytes", "extensions.maxLineBytes"},
+}};
+
+// ---- message helpers -----------------------------------------------------------------
+
+// A user-supplied string as a JSON string literal: control characters and invalid UTF-8
+// cannot reach the terminal raw, and long values are cut.
+std::string quote(std::string_view s) {
+  constexpr std::size_t limit = 200;
+  std::string out = json(std::string(s.substr(0, limit))).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > limit) out += "...";
+  return out;
+}
+
+std::string quote_list(const std::vector<std::string>& list) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (i) out += ", ";
+    out += quote(list[i]);
+  }
+  return out + "]";
+}
+
+// "string \"strict\"", "number -5", "array": what was found, for "expected X, found Y".
+std::string describe(const json& v) {
+  std::string out(json_type_name(v));
+  if (v.is_string())
+    out += " " + quote(v.get_ref<const std::string&>());
+  else if (v.is_number() || v.is_boolean())
+    out += " " + v.dump();
+  return out;
+}
+
+std::string range_text(uint_range r) {
+  return "a whole number from " + std::to_string(r.min) + " to " + std::to_string(r.max);
+}
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// "~user/…": never guessed (DESIGN §4); only "~" and "~/…" mean $HOME.
+bool is_tilde_user(std::string_view s) { return s.size() > 1 && s[0] == '~' && s[1] != '/'; }
+
+std::optional<audit_durability> parse_durability(std::string_view s) {
+  for (auto d : {audit_durability::none, audit_durability::write, audit_durability::fsync})
+    if (to_string(d) == s) return d;
+  return std::nullopt;
+}
+
+// ---- one layer -----------------------------------------------------------------------
+
+// What a list holds decides how its entries are checked.
+enum class entry_kind {
+  path,     ///< allowedPaths, deniedPaths, trustedProjects, extensionDirs
+  pattern,  ///< auditIgnorePatterns: globs that may be relative ("match anywhere") or URLs
+  name,     ///< trustedAuthors
+};
+
+using list_field = std::optional<std::vector<std::string>>;
+
+class layer_parser {
+ public:
+  layer_parser(std::string_view file, layer_kind kind) : file_(file), kind_(kind) {}
+
+  std::optional<error> parse(const json& doc) {
+    if (!doc.is_object())
+      return make_error(errc::invalid_type, file_ + ": the top level must be a JSON object, found " +
+                                                describe(doc));
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      std::optional<error> err;
+      if (k == "security")
+        err = parse_security(v);
+      else if (k == "extensionDirs")
+        err = read_list(v, "extensionDirs", entry_kind::path, out_.layer.extension_dirs);
+      else if (k == "extensions")
+        err = parse_extensions(v);
+      else
+        warn_unknown("", k, top_keys);
+      if (err) return err;
+    }
+    return std::nullopt;
+  }
+
+  parsed_layer take() { return std::move(out_); }
+
+ private:
+  std::optional<error> parse_security(const json& sec) {
+    if (!sec.is_object()) return fail(errc::invalid_type, "security", "an object", sec);
+    auto& l = out_.layer;
+    for (auto it = sec.begin(); it != sec.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      std::optional<error> err;
+      if (k == "level") {
+        constexpr std::string_view levels = "one of \"paranoid\", \"standard\", \"trusted\", \"yolo\"";
+        if (!v.is_string()) return fail(errc::invalid_type, "security.level", levels, v);
+        auto lvl = parse_security_level(v.get_ref<const std::string&>());
+        if (!lvl) return fail(errc::invalid_value, "security.level", levels, v);
+        l.level = *lvl;
+      } else if (k == "trustedAuthors") {
+        err = read_list(v, "security.trustedAuthors", entry_kind::name, l.trusted_authors);
+      } else if (k == "allowedPaths") {
+        err = read_list(v, "security.allowedPaths", entry_kind::path, l.allowed_paths);
+      } else if (k == "deniedPaths") {
+        err = read_list(v, "security.deniedPaths", entry_kind::path, l.denied_paths);
+      } else if (k == "auditIgnorePatterns") {
+        err = read_list(v, "security.auditIgnorePatterns", entry_kind::pattern, l.audit_ignore_patterns);
+      } else if (k == "trustedProjects") {
+        err = read_list(v, "security.trustedProjects", entry_kind::path, l.trusted_projects);
+        if (!err) warn_glob_projects();
+      } else if (k == "audit") {
+        err = parse_audit(v);
+      } else if (k == "requireOsSandbox") {
+        if (!v.is_boolean()) return fail(errc::invalid_type, "security.requireOsSandbox", "true or false", v);
+        l.require_os_sandbox = v.get<bool>();
+      } else {
+        warn_unknown("security.", k, security_keys);
+      }
+      if (err) return err;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<error> parse_audit(const json& audit) {
+    if (!audit.is_object()) return fail(errc::invalid_type, "security.audit", "an object", audit);
+    auto& l = out_.layer;
+    for (auto it = audit.begin(); it != audit.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      if (k == "durability") {
+        constexpr std::string_view what = "one of \"none\", \"write\", \"fsync\"";
+        if (!v.is_string()) return fail(errc::invalid_type, "security.audit.durability", what, v);
+        auto d = parse_durability(v.get_ref<const std::string&>());
+        if (!d) return fail(errc::invalid_value, "security.audit.durability", what, v);
+        l.audit_durability = *d;
+      } else if (k == "maxBytes") {
+        if (auto err = read_uint(v, "security.audit.maxBytes", audit_max_bytes_range, l.audit_max_bytes))
+          return err;
+      } else if (k == "keep") {
+        if (auto err = read_uint(v, "security.audit.keep", audit_keep_range, l.audit_keep)) return err;
+      } else {
+        warn_unknown("security.audit.", k, audit_keys);
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<error> parse_extensions(const json& ext) {
+    if (!ext.is_object()) return fail(errc::invalid_type, "extensions", "an object", ext);
+    auto& l = out_.layer;
+    for (auto it = ext.begin(); it != ext.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      std::optional<error> err;
+      if (k == "callTimeoutMs")
+        err = read_uint(v, "extensions.callTimeoutMs", call_timeout_range, l.call_timeout_ms);
+      else if (k == "cancelGraceMs")
+        err = read_uint(v, "extensions.cancelGraceMs", grace_range, l.cancel_grace_ms);
+      else if (k == "killGraceMs")
+        err = read_uint(v, "extensions.killGraceMs", grace_range, l.kill_grace_ms);
+      else if (k == "maxRestarts")
+        err = read_uint(v, "extensions.maxRestarts", max_restarts_range, l.max_restarts);
+      else if (k == "restartWindowMs")
+        err = read_uint(v, "extensions.restartWindowMs", restart_window_range, l.restart_window_ms);
+      else if (k == "maxLineBytes")
+        err = read_uint(v, "extensions.maxLineBytes", max_line_bytes_range, l.max_line_bytes);
+      else
+        warn_unknown("extensions.", k, extensions_keys);
+      if (err) return err;
+    }
+    return std::nullopt;
+  }
+
+  // Whole numbers only; 1e6 and 5000.0 count (JSON has one number type, people write both).
+  template <class T>
+  std::optional<error> read_uint(const json& v, std::string_view key, uint_range r, std::optional<T>& out) {
+    if (!v.is_number()) return fail(errc::invalid_type, key, range_text(r), v);
+    bool ok = false;
+    std::uint64_t n = 0;
+    if (v.is_number_unsigned()) {
+      n = v.get<std::uint64_t>();
+      ok = true;
+    } else if (v.is_number_integer()) {
+      auto i = v.get<std::int64_t>();
+      ok = i >= 0;
+      if (ok) n = static_cast<std::uint64_t>(i);
+    } else {
+      double d = v.get<double>();
+      ok = std::isfinite(d) && d >= 0 && d <= static_cast<double>(r.max) && std::floor(d) == d;
+      if (ok) n = static_cast<std::uint64_t>(d);
+    }
+    if (!ok || n < r.min || n > r.max) return fail(errc::invalid_value, key, range_text(r), v);
+    out = static_cast<T>(n);  // every range fits T
+    return std::nullopt;
+  }
+
+  std::optional<error> read_list(const json& v, std::string_view key, entry_kind what, list_field& out) {
+    std::string_view element = what == entry_kind::name      ? "a non-empty name"
+                               : what == entry_kind::pattern ? "a non-empty pattern string"
+                                                             : "a non-empty path string";
+    if (!v.is_array()) {
+      std::string expected = "an array of ";
+      expected += what == entry_kind::name ? "names" : what == entry_kind::pattern ? "patterns" : "paths";
+      return fail(errc::invalid_type, key, expected, v);
+    }
+    std::vector<std::string> list;
+    list.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+      const json& e = v[i];
+      if (!e.is_string()) return fail(errc::invalid_type, at, element, e);
+      const std::string& s = e.get_ref<const std::string&>();
+      if (s.empty()) return fail(errc::invalid_value, at, element, e);
+      if (what != entry_kind::name) {
+        if (s.find('\0') != std::string::npos)
+          return fail(errc::invalid_value, at, std::string(element) + " without NUL bytes", e);
+        if (s.size() > max_path_bytes)
+          return fail(errc::invalid_value, at,
+                      std::string(element) + " of at most " + std::to_string(max_path_bytes) + " bytes", e);
+        if (is_tilde_user(s))
+          return fail(errc::invalid_value, at,
+                      "'~' or '~/' (the '~user' form is not supported: write the absolute path)", e);
+      }
+      // The global file (and the command line) have no project to be relative to; dropping
+      // such an entry would silently loosen a denial, so it is refused outright.
+      if (what == entry_kind::path && kind_ != layer_kind::project && s[0] != '/' && s[0] != '~')
+        return fail(errc::invalid_value, at, "an absolute path or one starting with '~' (only a project file may use relative paths)", e);
+      list.push_back(s);
+    }
+    out = std::move(list);
+    return std::nullopt;
+  }
+
+  // A trusted project matches exactly; a glob there would silently trust nothing.
+  void warn_glob_projects() {
+    const auto& list = *out_.layer.trusted_projects;
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (has_glob(list[i]))
+        out_.warnings.push_back(file_ + ": security.trustedProjects[" + std::to_string(i) + "] " +
+                                quote(list[i]) +
+                                " holds a glob character, but trusted projects are matched exactly, "
+                                "so it only trusts a folder of that literal name");
+  }
+
+  void warn_unknown(std::string_view prefix, std::string_view key, std::span<const std::string_view> siblings) {
+    std::string dotted = std::string(prefix) + std::string(key);
+    std::string hint;
+    std::string_view same = closest_match(key, siblings);
+    if (!same.empty()) {
+      hint = " (did you mean '" + std::string(prefix) + std::string(same) + "'?)";
+    } else {
+      std::array<std::string_view, all_keys.size()> leaves{};
+      for (std::size_t i = 0; i < all_keys.size(); ++i) leaves[i] = all_keys[i].leaf;
+      std::string_view other = closest_match(key, leaves);
+      for (const auto& k : all_keys)
+        if (!other.empty() && k.leaf == other) hint = " (did you mean '" + std::string(k.dotted) + "'?)";
+    }
+    out_.warnings.push_back(file_ + ": unknown key " + quote(dotted) + " is ignored" + hint);
+  }
+
+  error fail(errc code, std::string_view key, std::string_view expected, const json& found) const {
+    return make_error(code, file_ + ": " + std::string(key) + ": expected " + std::string(expected) +
+                                ", found " + describe(found));
+  }
+
+  std::string file_;
+  layer_kind kind_;
+  parsed_layer out_;
+};
+
+// ---- the merge -----------------------------------------------------------------------
+
+void add_unique(std::vector<std::string>& list, std::string value) {
+  if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(std::move(value));
+}
+
+std::vector<std::string> unique(std::vector<std::string> list) {
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto& s : list) add_unique(out, std::move(s));
+  return out;
+}
+
+bool is_subset(const std::vector<std::string>& part, const std::vector<std::string>& whole) {
+  return std::all_of(part.begin(), part.end(), [&](const std::string& s) {
+    return std::find(whole.begin(), whole.end(), s) != whole.end();
+  });
+}
+
+// The directory a glob can never leave: its segments before the first one holding a glob
+// character ("/p/src/*/x" → "/p/src"). A literal path is its own prefix.
+std::string_view literal_dir(std::string_view normalized) {
+  std::size_t first = 0;
+  while (first < normalized.size() && normalized[first] != '*' && normalized[first] != '?' &&
+         normalized[first] != '[')
+    ++first;
+  if (first == normalized.size()) return normalized;
+  std::size_t slash = normalized.rfind('/', first);
+  if (slash == 0 || slash == std::string_view::npos) return "/";
+  return normalized.substr(0, slash);
+}
+
+class merger {
+ public:
+  explicit merger(const merge_context& ctx) : ctx_(ctx) {
+    auto root = normalize_path(ctx.project_root, "/");
+    if (root && ctx.project_root.starts_with('/')) root_ = std::move(*root);
+    // Fail closed: without a usable root nothing is allowed by default and nothing is trusted.
+    if (!root_.empty())
+      out_.effective.allowed_paths = {root_};
+    else
+      out_.warnings.push_back("settings: the project root " + quote(ctx.project_root) +
+                              " is not an absolute path, so no path is allowed by default");
+    auto ext = normalize_path(ctx.dhara_home + "/extensions", "/");
+    if (ext && ctx.dhara_home.starts_with('/'))
+      out_.effective.extension_dirs = {std::move(*ext)};
+    else
+      out_.warnings.push_back("settings: DHARA_HOME " + quote(ctx.dhara_home) +
+                              " is not an absolute path, so there is no default extension folder");
+  }
+
+  // The global file and the command line: the user speaking, applied as given.
+  void apply_user(const settings_layer& l, layer_kind kind) { apply_as_given(l, kind); }
+
+  void apply_project(const settings_layer& l, bool trusted) {
+    if (l.trusted_projects)
+      warn(layer_kind::project, "ignored security.trustedProjects " + quote_list(*l.trusted_projects) +
+                                    " (only " + global_file() +
+                                    " or the command line can say which projects are trusted)");
+    if (trusted)
+      apply_as_given(l, layer_kind::project);
+    else
+      apply_tightening(l);
+  }
+
+  // Any doubt denies: only an exact match of the normalized root trusts a project. A
+  // prefix match would let every checkout below a trusted folder (a cloned repository
+  // inside a trusted monorepo, say) loosen the settings.
+  bool is_trusted(const std::vector<std::string>& trusted_projects) const {
+    if (root_.empty()) return false;
+    return std::find(trusted_projects.begin(), trusted_projects.end(), root_) != trusted_projects.end();
+  }
+
+  // trustedProjects made absolute; a bad entry is dropped (trusting less is safe) and is
+  // reported once, when the layer itself is applied.
+  std::vector<std::string> trust_list(const std::vector<std::string>& written, layer_kind kind) const {
+    std::vector<std::string> out;
+    for (const std::string& w : written)
+      if (auto a = absolute(w, kind)) add_unique(out, std::move(*a));
+    return out;
+  }
+
+  merged_settings finish() { return std::move(out_); }
+  settings& effective() { return out_.effective; }
+
+ private:
+  std::string global_file() const { return ctx_.dhara_home + "/config.json"; }
+  std::string project_file() const { return ctx_.project_root + "/.dhara/config.json"; }
+
+  void warn(layer_kind kind, const std::string& text) {
+    std::string where;
+    switch (kind) {
+      case layer_kind::global: where = "global config " + global_file(); break;
+      case layer_kind::project: where = "project config " + project_file(); break;
+      case layer_kind::cli: where = "command line"; break;
+    }
+    out_.warnings.push_back(where + ": " + text);
+  }
+
+  // The sentence every ignored loosening ends with: exactly how to trust the project.
+  std::string how_to_trust() const {
+    return "; to trust this project add " + quote(root_.empty() ? ctx_.project_root : root_) +
+           " to security.trustedProjects in " + global_file();
+  }
+
+  void ignored(const std::string& what, std::string_view why) {
+    warn(layer_kind::project, "ignored " + what + " (" + std::string(why) + how_to_trust() + ")");
+  }
+
+  // `~` expanded, project-relative entries anchored at the project root, then normalized.
+  result<std::string> absolute(std::string_view written, layer_kind kind) const {
+    auto expanded = expand_home(written, ctx_.home);
+    if (!expanded) return expanded.err();
+    if (!expanded->starts_with('/')) {
+      if (kind != layer_kind::project)
+        return make_error(errc::invalid_value, "a relative path is only allowed in a project file");
+      if (root_.empty()) return make_error(errc::invalid_value, "the project root is not absolute");
+      return normalize_path(*expanded, root_);
+    }
+    return normalize_path(*expanded, "/");
+  }
+
+  // A denied entry that cannot be understood is kept as written: compiling the path rules
+  // then fails (fail closed) instead of quietly dropping a denial. Other lists drop it.
+  std::vector<std::string> convert_paths(const std::vector<std::string>& list, layer_kind kind,
+                                         std::string_view key, bool keep_bad) {
+    std::vector<std::string> out;
+    out.reserve(list.size());
+    for (const std::string& w : list) {
+      auto a = absolute(w, kind);
+      if (a) {
+        out.push_back(std::move(*a));
+      } else if (keep_bad) {
+        warn(kind, std::string(key) + " entry " + quote(w) + ": " + a.err().message +
+                       "; kept as written, so the path rules will refuse it rather than drop a denial");
+        out.push_back(w);
+      } else {
+        warn(kind, std::string(key) + " entry " + quote(w) + " is ignored: " + a.err().message);
+      }
+    }
+    return out;
+  }
+
+  // Patterns may be relative ("**/node_modules/**" matches anywhere) or URLs: only `~`
+  // is expanded and absolute paths normalized; the rest stays as written.
+  std::vector<std::string> convert_patterns(const std::vector<std::string>& list, layer_kind kind) {
+    std::vector<std::string> out;
+    for (const std::string& w : list) {
+      if (!w.starts_with('~') && !w.starts_with('/')) {
+        add_unique(out, w);
+        continue;
+      }
+      auto a = absolute(w, layer_kind::global);
+      if (a)
+        add_unique(out, std::move(*a));
+      else  // one ignore pattern fewer only audits more
+        warn(kind, "security.auditIgnorePatterns entry " + quote(w) + " is ignored: " + a.err().message);
+    }
+    return out;
+  }
+
+  void add_denied(const settings_layer& l, layer_kind kind) {
+    if (!l.denied_paths) return;
+    for (auto& d : convert_paths(*l.denied_paths, kind, "security.deniedPaths", true))
+      add_unique(out_.effective.denied_paths, std::move(d));
+  }
+
+  void apply_as_given(const settings_layer& l, layer_kind kind) {
+    settings& e = out_.effective;
+    if (l.level) e.level = *l.level;
+    if (l.trusted_authors) e.trusted_authors = unique(*l.trusted_authors);
+    if (l.allowed_paths) e.allowed_paths = unique(convert_paths(*l.allowed_paths, kind, "security.allowedPaths", false));
+    add_denied(l, kind);
+    if (l.audit_ignore_patterns) e.audit_ignore_patterns = convert_patterns(*l.audit_ignore_patterns, kind);
+    if (l.trusted_projects && kind != layer_kind::project)
+      e.trusted_projects = unique(convert_paths(*l.trusted_projects, kind, "security.trustedProjects", false));
+    if (l.audit_durability) e.audit_durability = *l.audit_durability;
+    if (l.audit_max_bytes) e.audit_max_bytes = *l.audit_max_bytes;
+    if (l.audit_keep) e.audit_keep = *l.audit_keep;
+    if (l.require_os_sandbox) {
+      if (*l.require_os_sandbox || kind != layer_kind::project)
+        e.require_os_sandbox = *l.require_os_sandbox;
+      else
+        warn_sandbox_off();
+    }
+    if (l.extension_dirs) e.extension_dirs = unique(convert_paths(*l.extension_dirs, kind, "extensionDirs", false));
+    if (l.call_timeout_ms) e.call_timeout_ms = *l.call_timeout_ms;
+    if (l.cancel_grace_ms) e.cancel_grace_ms = *l.cancel_grace_ms;
+    if (l.kill_grace_ms) e.kill_grace_ms = *l.kill_grace_ms;
+    if (l.max_restarts) e.max_restarts = *l.max_restarts;
+    if (l.restart_window_ms) e.restart_window_ms = *l.restart_window_ms;
+    if (l.max_line_bytes) e.max_line_bytes = *l.max_line_bytes;
+  }
+
+  // Trusting a project does not help here, so this warning points at the global file.
+  void warn_sandbox_off() {
+    warn(layer_kind::project, "ignored security.requireOsSandbox false (a project file cannot turn the "
+                              "OS sandbox requirement off, even in a trusted project; set it in " +
+                                  global_file() + " or on the command line)");
+  }
+
+  void apply_tightening(const settings_layer& l) {
+    settings& e = out_.effective;
+    if (l.level) {
+      if (at_least_as_strict(*l.level, e.level))
+        e.level = *l.level;
+      else
+        ignored("security.level " + quote(to_string(*l.level)),
+                "a project file may only tighten security, toward paranoid; the level is " +
+                    quote(to_string(e.level)));
+    }
+    add_denied(l, layer_kind::project);  // adding a denial is always a tightening
+    if (l.allowed_paths) narrow_allowed(*l.allowed_paths);
+    // A list that only drops entries narrows; anything new would loosen.
+    if (l.trusted_authors) {
+      if (is_subset(*l.trusted_authors, e.trusted_authors))
+        e.trusted_authors = unique(*l.trusted_authors);
+      else
+        ignored("security.trustedAuthors " + quote_list(*l.trusted_authors),
+                "a project file may only tighten security, and this would trust more authors");
+    }
+    if (l.audit_ignore_patterns) {
+      auto patterns = convert_patterns(*l.audit_ignore_patterns, layer_kind::project);
+      if (is_subset(patterns, e.audit_ignore_patterns))
+        e.audit_ignore_patterns = std::move(patterns);
+      else
+        ignored("security.auditIgnorePatterns " + quote_list(*l.audit_ignore_patterns),
+                "a project file may only tighten security, and this would leave more out of the audit");
+    }
+    if (l.extension_dirs) {
+      auto dirs = unique(convert_paths(*l.extension_dirs, layer_kind::project, "extensionDirs", false));
+      if (is_subset(dirs, e.extension_dirs))
+        e.extension_dirs = std::move(dirs);
+      else
+        ignored("extensionDirs " + quote_list(*l.extension_dirs),
+                "a project file may only tighten security, and this would load extensions from "
+                "more folders");
+    }
+    if (l.audit_durability) {
+      if (static_cast<int>(*l.audit_durability) >= static_cast<int>(e.audit_durability))
+        e.audit_durability = *l.audit_durability;
+      else
+        ignored("security.audit.durability " + quote(to_string(*l.audit_durability)),
+                "a project file may only raise the audit durability; it is " +
+                    quote(to_string(e.audit_durability)));
+    }
+    // Rotation settings cut both ways (fewer files lose history, huge ones fill the disk).
+    if (l.audit_max_bytes)
+      ignored("security.audit.maxBytes " + std::to_string(*l.audit_max_bytes),
+              "a project file cannot change audit rotation");
+    if (l.audit_keep)
+      ignored("security.audit.keep " + std::to_string(*l.audit_keep), "a project file cannot change audit rotation");
+    if (l.require_os_sandbox) {
+      if (*l.require_os_sandbox)
+        e.require_os_sandbox = true;
+      else
+        warn_sandbox_off();
+    }
+    lower_only("extensions.callTimeoutMs", l.call_timeout_ms, e.call_timeout_ms);
+    lower_only("extensions.cancelGraceMs", l.cancel_grace_ms, e.cancel_grace_ms);
+    lower_only("extensions.killGraceMs", l.kill_grace_ms, e.kill_grace_ms);
+    lower_only("extensions.maxRestarts", l.max_restarts, e.max_restarts);
+    lower_only("extensions.maxLineBytes", l.max_line_bytes, e.max_line_bytes);
+    // Restarts are counted per window: a shorter window allows more restarts, so only a
+    // longer one tightens.
+    if (l.restart_window_ms) {
+      if (*l.restart_window_ms >= e.restart_window_ms)
+        e.restart_window_ms = *l.restart_window_ms;
+      else
+        ignored("extensions.restartWindowMs " + std::to_string(*l.restart_window_ms),
+                "a project file may only lengthen it, which counts restarts over a longer time; it is " +
+                    std::to_string(e.restart_window_ms));
+    }
+  }
+
+  template <class T>
+  void lower_only(std::string_view key, const std::optional<T>& value, T& current) {
+    if (!value) return;
+    if (*value <= current)
+      current = *value;
+    else
+      ignored(std::string(key) + " " + std::to_string(*value),
+              "a project file may only lower it; it is " + std::to_string(current));
+  }
+
+  // An entry of an untrusted project narrows the allowed paths only when everything it can
+  // match lies inside the project and inside an entry already allowed.
+  bool narrows(std::string_view entry) const {
+    if (root_.empty() || has_glob(root_)) return false;  // a glob root could not anchor anything
+    std::string_view dir = literal_dir(entry);
+    if (!is_at_or_under(dir, root_)) return false;
+    for (const std::string& a : out_.effective.allowed_paths) {
+      if (has_glob(a) ? glob_match_at_or_under(a, dir) : is_at_or_under(dir, a)) return true;
+    }
+    return false;
+  }
+
+  void narrow_allowed(const std::vector<std::string>& written) {
+    std::vector<std::string> accepted;
+    for (const std::string& w : written) {
+      auto a = absolute(w, layer_kind::project);
+      if (!a) {
+        warn(layer_kind::project, "security.allowedPaths entry " + quote(w) + " is ignored: " + a.err().message);
+        continue;
+      }
+      if (narrows(*a))
+        add_unique(accepted, std::move(*a));
+      else
+        ignored("security.allowedPaths entry " + quote(w),
+                "a project file may only narrow the allowed paths to inside the project and inside "
+                "the global security.allowedPaths");
+    }
+    // An empty list that was given means "allow nothing": the tightest narrowing there is.
+    if (!accepted.empty() || written.empty())
+      out_.effective.allowed_paths = std::move(accepted);
+    else
+      warn(layer_kind::project, "no security.allowedPaths entry was accepted, so the global allowed paths stay");
+  }
+
+  const merge_context& ctx_;
+  std::string root_;
+  merged_settings out_;
+};
+
+// json::parse's DOM builder, but keeping the position of any error instead of throwing:
+// a number too large for a double (1e400) is reported by nlohmann as out_of_range, whose
+// exception carries no position, while this callback gets it for every kind of error.
+struct positioned_dom_parser : nlohmann::detail::json_sax_dom_parser<json> {
+  explicit positioned_dom_parser(json& doc) : json_sax_dom_parser(doc, /*allow_exceptions=*/false) {}
+
+  template <class Exception>
+  bool parse_error(std::size_t pos, const std::string& /*last_token*/, const Exception& ex) {
+    failed = true;
+    position = pos;
+    // nlohmann's text starts "[json.exception.…] parse error at line L, column C: "; only
+    // the explanation is kept, since the caller computes the position itself.
+    std::string_view w = ex.what();
+    if (w.starts_with('[')) {
+      if (auto end = w.find("] "); end != std::string_view::npos) w.remove_prefix(end + 2);
+    }
+    if (w.starts_with("parse error")) {
+      if (auto at = w.find("column "); at != std::string_view::npos) {
+        if (auto colon = w.find(": ", at); colon != std::string_view::npos) w.remove_prefix(colon + 2);
+      }
+    }
+    what = std::string(w);
+    return false;
+  }
+
+  bool failed = false;
+  std::size_t position = 0;
+  std::string what;
+};
+
+}  // namespace
+
+std::string_view to_string(audit_durability d) {
+  switch (d) {
+    case audit_durability::none: return "none";
+    case audit_durability::write: return "write";
+    case audit_durability::fsync: return "fsync";
+  }
+  return "write";
+}
+
+result<parsed_layer> parse_settings(std::string_view text, std::string_view file, layer_kind kind) {
+  if (std::all_of(text.begin(), text.end(), is_json_space)) return parse_settings_json(json::object(), file, kind);
+  try {
+    json doc;
+    positioned_dom_parser sax(doc);
+    bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
+                              /*ignore_comments=*/false);
+    if (!ok || sax.failed) {
+      // The position is the 1-based index of the last character read (size + 1 at the end).
+      std::size_t pos = std::min<std::size_t>(sax.position == 0 ? 0 : sax.position - 1, text.size());
+      std::string_view before = text.substr(0, pos);
+      std::size_t line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+      std::size_t nl = before.rfind('\n');
+      std::size_t column = pos - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
+      return make_error(errc::parse_error, std::string(file) + ":" + std::to_string(line) + ":" +
+                                               std::to_string(column) + ": " + sax.what);
+    }
+    return parse_settings_json(doc, file, kind);
+  } catch (const std::exception& e) {  // only allocation failure is expected here
+    return make_error(errc::parse_error, std::string(file) + ": cannot parse: " + e.what());
+  }
+}
+
+result<parsed_layer> parse_settings_json(const nlohmann::json& doc, std::string_view file, layer_kind kind) {
+  try {
+    layer_parser p(file, kind);
+    if (auto err = p.parse(doc)) return *err;
+    return p.take();
+  } catch (const std::exception& e) {  // only allocation failure is expected here
+    return make_error(errc::invalid_value, std::string(file) + ": cannot read the settings: " + e.what());
+  }
+}
+
+merged_settings merge_settings(const settings_layer& global, const settings_layer* project,
+                               const settings_layer* cli, const merge_context& ctx) {
+  merger m(ctx);
+  m.apply_user(global, layer_kind::global);
+  // The command line is the user too, so its trustedProjects (when given) decide trust as
+  // the global file's do; a project can never vouch for itself.
+  std::vector<std::string> trusted = m.effective().trusted_projects;
+  if (cli && cli->trusted_projects) trusted = m.trust_list(*cli->trusted_projects, layer_kind::cli);
+  bool project_trusted = m.is_trusted(trusted);
+  if (project) m.apply_project(*project, project_trusted);
+  if (cli) m.apply_user(*cli, layer_kind::cli);
+  merged_settings out = m.finish();
+  out.effective.project_trusted = project_trusted;
+  return out;
+}
+
+}  // namespace dhara::policy

@@ -40,7 +40,7 @@ struct settings_layer {
   std::optional<std::vector<std::string>> denied_paths;
   std::optional<std::vector<std::string>> audit_ignore_patterns;
   std::optional<std::vector<std::string>> trusted_projects;
-  std::optional<audit_durability> audit_durability;
+  std::optional<policy::audit_durability> audit_durability;  // qualified: the member reuses the name
   std::optional<std::uint64_t> audit_max_bytes;
   std::optional<std::uint32_t> audit_keep;
   std::optional<bool> require_os_sandbox;
@@ -78,7 +78,7 @@ struct settings {
   std::vector<std::string> denied_paths;           ///< user entries; built-ins are added later
   std::vector<std::string> audit_ignore_patterns;
   std::vector<std::string> trusted_projects;
-  audit_durability audit_durability = audit_durability::write;
+  policy::audit_durability audit_durability = policy::audit_durability::write;
   std::uint64_t audit_max_bytes = 104857600;
   std::uint32_t audit_keep = 5;
   bool require_os_sandbox = true;

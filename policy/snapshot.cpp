@@ -1,1 +1,130 @@
-// placeholder: being written
+// Snapshot compilation and decide(): the single place where a capability check is decided.
+#include "policy/snapshot.hpp"
+
+namespace dhara::policy {
+namespace {
+
+decision deny(std::string reason, decider by = decider::rule, std::string_view rule = {}) {
+  return {verdict_kind::deny, std::move(reason), by, rule};
+}
+
+path_access access_for(capability cap) {
+  return cap == capability::filesystem_write ? path_access::write : path_access::read;
+}
+
+// The subject's own rules: paths, URLs, commands.
+decision check_subject(const policy_snapshot& s, const extension_policy& ext,
+                       const check_request& r, const check_environment& env) {
+  static const lexical_resolver lexical;
+  switch (r.kind) {
+    case subject_kind::none: return {verdict_kind::allow, {}, decider::rule, {}};
+    case subject_kind::path:
+      return check_path(s.paths, r.subject, s.cwd, s.home, access_for(r.cap),
+                        env.paths ? *env.paths : lexical);
+    case subject_kind::url: return check_url(ext.domains, r.subject);
+    case subject_kind::command_string: return check_command_string(ext.commands, r.subject, env.executables);
+    case subject_kind::argv: return check_argv(ext.commands, r.argv, env.executables);
+  }
+  return deny("unknown subject kind", decider::failure);
+}
+
+}  // namespace
+
+std::string approve_command(std::string_view extension, capability cap) {
+  return "dhara config permissions approve " + std::string(extension) + " " + std::string(to_string(cap));
+}
+
+result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_resolver& resolver) {
+  if (!in.config) return make_error(errc::missing_field, "no settings to compile a policy snapshot from");
+  const settings& cfg = *in.config;
+  policy_snapshot snap;
+  snap.generation = in.generation;
+  snap.level = cfg.level;
+  snap.interactive = in.interactive;
+  snap.home = in.home;
+  snap.cwd = in.cwd;
+
+  path_rules_input paths{cfg.allowed_paths, cfg.denied_paths, in.home, in.dhara_home, in.project_root};
+  auto compiled = compile_path_rules(paths, resolver);
+  if (!compiled) return compiled.err();
+  snap.paths = std::move(*compiled);
+  snap.problems = snap.paths.problems;
+  // What yolo keeps: only the built-in state-file denials, everything else allowed.
+  path_rules_input state{{"/"}, {}, in.home, in.dhara_home, in.project_root};
+  auto state_rules = compile_path_rules(state, resolver);
+  if (!state_rules) return state_rules.err();
+  snap.state_files = std::move(*state_rules);
+
+  for (const extension_input& e : in.extensions) {
+    if (!e.extension_manifest) continue;
+    const manifest& m = *e.extension_manifest;
+    extension_policy ext;
+    ext.name = m.name;
+    ext.version = m.version;
+    ext.folder = e.folder;
+    ext.declared = m.capabilities;
+    if (e.permissions) {
+      effective_permissions eff = effective_for(*e.permissions, m.version, cfg.level);
+      ext.approved_by_user = eff.approved;
+      ext.denied = eff.denied;
+    }
+    bool trusted = m.author && is_trusted_author(cfg.trusted_authors, *m.author, m.name);
+    ext.pending = pending_rule(cfg.level, trusted);
+    if (ext.pending == pending_action::approve_trusted_author)
+      ext.approved_by_author = with_implied(ext.declared).minus(ext.denied).minus(ext.approved_by_user);
+    ext.domains = compile_domain_rules(m.network_domains);
+    ext.commands = compile_command_rules(m.process_commands);
+    std::string name = ext.name;
+    if (!snap.extensions.emplace(std::move(name), std::move(ext)).second)
+      snap.problems.push_back("extension '" + m.name + "' is defined twice; the first one is used");
+  }
+  return snap;
+}
+
+decision decide(const policy_snapshot& s, const check_request& r, const check_environment& env) {
+  auto it = s.extensions.find(r.extension);
+  if (it == s.extensions.end())
+    return deny("'" + std::string(r.extension) + "' is not a loaded extension");
+  const extension_policy& ext = it->second;
+
+  if (s.level == security_level::yolo) {
+    if (r.kind == subject_kind::path) {
+      static const lexical_resolver lexical;
+      decision d = check_path(s.state_files, r.subject, s.cwd, s.home, access_for(r.cap),
+                              env.paths ? *env.paths : lexical);
+      if (!d.allowed()) return d;
+    }
+    return {verdict_kind::allow, "yolo", decider::yolo, {}};
+  }
+
+  // A capability is usable only if declared (network:fetch also through network:outbound).
+  if (!with_implied(ext.declared).contains(r.cap))
+    return deny("'" + ext.name + "' does not declare " + std::string(to_string(r.cap)) + " in its manifest");
+
+  decider by;
+  if (ext.denied.contains(r.cap)) {
+    return deny(std::string(to_string(r.cap)) + " is denied for '" + ext.name + "'; to allow it run '" +
+                    approve_command(ext.name, r.cap) + "'",
+                decider::user);
+  } else if (ext.approved_by_user.contains(r.cap)) {
+    by = decider::user;
+  } else if (ext.approved_by_author.contains(r.cap)) {
+    by = decider::trusted_author;
+  } else {
+    // Pending: the subject's rules still apply first, so a prompt is never shown for a
+    // request that would be refused anyway.
+    decision subject = check_subject(s, ext, r, env);
+    if (!subject.allowed()) return subject;
+    if (!s.interactive)
+      return deny(std::string(to_string(r.cap)) + " is not approved for '" + ext.name +
+                  "' and this session cannot ask; run '" + approve_command(ext.name, r.cap) + "'");
+    return {verdict_kind::ask, std::string(to_string(r.cap)) + " is pending approval", decider::rule, {}};
+  }
+
+  decision subject = check_subject(s, ext, r, env);
+  if (!subject.allowed()) return subject;
+  subject.decided_by = by;
+  return subject;
+}
+
+}  // namespace dhara::policy

@@ -1,1 +1,134 @@
-// placeholder: being written
+// The real resolver against real symlinks in a temporary folder, and path checks through it.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "io/path_resolver.hpp"
+
+namespace fs = std::filesystem;
+using namespace dhara;
+
+namespace {
+
+// A fresh folder under the temp dir, removed at scope exit. Its path is resolved so that a
+// symlinked /tmp does not confuse expectations.
+struct temp_tree {
+  fs::path root;
+  temp_tree() {
+    std::string tmpl = (fs::temp_directory_path() / "dhara-resolver-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    root = fs::canonical(tmpl);
+  }
+  ~temp_tree() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+};
+
+void touch(const std::string& p) { std::ofstream(p) << "x\n"; }
+
+}  // namespace
+
+TEST_CASE("resolver follows links in the existing prefix and appends the rest", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "real/dir");
+  fs::create_directory_symlink(t / "real", t / "link");
+  io::real_path_resolver r;
+  CHECK(*r.resolve(t / "link/dir/file-not-yet") == t / "real/dir/file-not-yet");
+  CHECK(*r.resolve(t / "real/dir") == t / "real/dir");
+  CHECK(*r.resolve("/") == "/");
+}
+
+TEST_CASE("resolver handles relative link targets and .. after a link", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "a/b");
+  fs::create_directories(t / "c");
+  fs::create_directory_symlink("../c", t / "a/up");  // a/up -> ../c (relative to a/)
+  io::real_path_resolver r;
+  CHECK(*r.resolve(t / "a/up/x") == t / "c/x");
+}
+
+TEST_CASE("resolver follows dangling links to where they point", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "allowed");
+  fs::create_symlink(t / "denied/new-file", t / "allowed/trap");  // target does not exist yet
+  io::real_path_resolver r;
+  CHECK(*r.resolve(t / "allowed/trap") == t / "denied/new-file");
+}
+
+TEST_CASE("resolver reports a symlink loop instead of spinning", "[io][resolver]") {
+  temp_tree t;
+  fs::create_symlink(t / "loop2", t / "loop1");
+  fs::create_symlink(t / "loop1", t / "loop2");
+  io::real_path_resolver r;
+  auto got = r.resolve(t / "loop1/x");
+  REQUIRE_FALSE(got);
+  CHECK(got.err().code == policy::errc::resolve_failed);
+}
+
+TEST_CASE("/proc/self/root resolves to the real root", "[io][resolver]") {
+  io::real_path_resolver r;
+  auto got = r.resolve("/proc/self/root/etc/shadow");
+  REQUIRE(got);
+  CHECK(*got == "/etc/shadow");
+}
+
+TEST_CASE("path checks through the real resolver catch link escapes", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj/src");
+  fs::create_directories(t / "secret");
+  touch(t / "secret/key");
+  touch(t / "proj/src/a.ts");
+  fs::create_directory_symlink(t / "secret", t / "proj/to-secret");     // link into a denied dir
+  fs::create_directory_symlink("/etc", t / "proj/etc-link");            // link out of the project
+  fs::create_symlink(t / "secret/not-yet", t / "proj/dangling");        // dangling link to denied
+  fs::create_directory_symlink(t / "proj", t / "proj-alias");            // alias of the allowed dir
+  fs::create_symlink(t / "proj/loopA", t / "proj/loopB");
+  fs::create_symlink(t / "proj/loopB", t / "proj/loopA");
+
+  io::real_path_resolver resolver;
+  policy::path_rules_input in{{t / "proj-alias"}, {t / "secret"}, "/nonexistent-home", t / "dhara-home", t / "proj"};
+  auto rules = policy::compile_path_rules(in, resolver);
+  REQUIRE(rules);
+  auto check = [&](const std::string& p) {
+    return policy::check_path(*rules, p, t / "proj", "/nonexistent-home", policy::path_access::read, resolver);
+  };
+  CHECK(check(t / "proj/src/a.ts").allowed());              // allowed entry was itself a link
+  CHECK(check("src/a.ts").allowed());
+  CHECK_FALSE(check(t / "proj/to-secret/key").allowed());    // resolved path is denied
+  CHECK(check(t / "proj/to-secret/key").reason.find("resolves to") != std::string::npos);
+  CHECK_FALSE(check(t / "proj/etc-link/passwd").allowed());  // resolved path is outside
+  CHECK_FALSE(check(t / "proj/dangling").allowed());         // dangling link into denied
+  CHECK_FALSE(check(t / "proj/loopA").allowed());            // loop: cannot resolve, denied
+  CHECK_FALSE(check("/proc/self/root" + (t / "secret/key")).allowed());
+}
+
+TEST_CASE("a denied entry that is a link denies both its name and its target", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "data/keys");
+  fs::create_directory_symlink(t / "data/keys", t / "keys-link");
+  io::real_path_resolver resolver;
+  policy::path_rules_input in{{t / "data"}, {t / "keys-link"}, "/h", "/d", "/p"};
+  auto rules = policy::compile_path_rules(in, resolver);
+  REQUIRE(rules);
+  auto d = policy::check_path(*rules, t / "data/keys/k", "/", "/h", policy::path_access::read, resolver);
+  CHECK_FALSE(d.allowed());
+}
+
+TEST_CASE("executable locator finds commands on PATH and resolves their links", "[io][locator]") {
+  io::path_executable_locator loc("/nonexistent:/usr/bin:/bin", "/");
+  auto sh = loc.locate("sh");
+  REQUIRE(sh);
+  CHECK(sh->front() == '/');
+  CHECK(access(sh->c_str(), X_OK) == 0);
+  CHECK_FALSE(loc.locate("definitely-not-a-command-xyz"));
+  CHECK_FALSE(loc.locate("/etc/passwd"));  // exists but is not executable
+  io::path_executable_locator relative_only("bin:.", "/");
+  CHECK_FALSE(relative_only.locate("sh"));  // relative PATH entries are ignored
+}

@@ -1,1 +1,98 @@
-// placeholder: being written
+// URL parsing, domain lists and refusal of private addresses in every spelling.
+#include <catch2/catch.hpp>
+
+#include "policy/net_rules.hpp"
+
+using namespace dhara::policy;
+
+TEST_CASE("URLs parse into scheme, host, port and path", "[policy][net]") {
+  auto u = parse_url("HTTPS://User:pw@API.Example.COM.:8443/data?q=1");
+  REQUIRE(u);
+  CHECK(u->scheme == "https");
+  CHECK(u->host == "api.example.com");
+  CHECK(u->port == 8443);
+  CHECK(u->path == "/data?q=1");
+  CHECK(parse_url("http://[::1]:80/")->host == "::1");
+  CHECK(parse_url("http://example.com")->port == 80);
+  for (std::string_view bad : {"ftp://x", "file:///etc/passwd", "example.com", "http://", "http://a b/",
+                               "http://x:99999/", "http://x:0/", "http://exa%6dple.com/", "http://a\\b/",
+                               "http://[::1/"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_url(bad));
+  }
+}
+
+TEST_CASE("IP literals are recognised in every spelling", "[policy][net]") {
+  struct row { std::string_view host; std::string_view canonical; bool refused; };
+  const row table[] = {
+      {"127.0.0.1", "127.0.0.1", true},
+      {"127.1", "127.0.0.1", true},
+      {"2130706433", "127.0.0.1", true},
+      {"0x7f000001", "127.0.0.1", true},
+      {"0177.0.0.1", "127.0.0.1", true},
+      {"0x7f.1", "127.0.0.1", true},
+      {"::ffff:127.0.0.1", "127.0.0.1", true},
+      {"[::ffff:7f00:1]", "127.0.0.1", true},
+      {"::1", "::1", true},
+      {"::", "::", true},
+      {"0.0.0.0", "0.0.0.0", true},
+      {"10.1.2.3", "10.1.2.3", true},
+      {"100.64.0.1", "100.64.0.1", true},
+      {"100.128.0.1", "100.128.0.1", false},
+      {"169.254.169.254", "169.254.169.254", true},
+      {"172.16.0.1", "172.16.0.1", true},
+      {"172.32.0.1", "172.32.0.1", false},
+      {"192.168.1.1", "192.168.1.1", true},
+      {"fd00::1", "fd00::1", true},
+      {"fe80::1", "fe80::1", true},
+      {"64:ff9b::7f00:1", "64:ff9b::7f00:1", true},
+      {"8.8.8.8", "8.8.8.8", false},
+      {"2001:4860:4860::8888", "2001:4860:4860::8888", false},
+  };
+  for (const row& r : table) {
+    CAPTURE(r.host);
+    auto ip = parse_ip_literal(r.host);
+    REQUIRE(ip);
+    CHECK(ip->to_string() == r.canonical);
+    CHECK(is_refused_address(*ip) == r.refused);
+  }
+  CHECK_FALSE(parse_ip_literal("example.com"));
+  CHECK_FALSE(parse_ip_literal("deadbeef"));
+  CHECK_FALSE(parse_ip_literal("1.2.3.4.5"));
+}
+
+TEST_CASE("domain lists: exact, *.suffix, empty allows none, absent allows public", "[policy][net]") {
+  auto listed = compile_domain_rules(std::vector<std::string>{"api.example.com", "*.cdn.example.org", "10.0.0.5"});
+  CHECK(check_url(listed, "https://api.example.com/data").allowed());
+  CHECK(check_url(listed, "https://API.example.com./data").allowed());
+  CHECK_FALSE(check_url(listed, "https://evil.com/").allowed());
+  CHECK_FALSE(check_url(listed, "https://api.example.com.evil.com/").allowed());
+  CHECK(check_url(listed, "https://a.cdn.example.org/x").allowed());
+  CHECK_FALSE(check_url(listed, "https://cdn.example.org/x").allowed());  // *.x is not x itself
+  CHECK(check_url(listed, "http://10.0.0.5/").allowed());                 // private, listed literally
+  CHECK(check_url(listed, "http://0x0a000005/").allowed());               // same address, other spelling
+  CHECK_FALSE(check_url(listed, "http://10.0.0.6/").allowed());
+
+  auto empty = compile_domain_rules(std::vector<std::string>{});
+  decision none = check_url(empty, "https://api.example.com/");
+  CHECK_FALSE(none.allowed());
+  CHECK(none.reason.find("empty") != std::string::npos);
+
+  auto absent = compile_domain_rules(std::nullopt);
+  CHECK(check_url(absent, "https://example.com/").allowed());
+  CHECK(check_url(absent, "http://8.8.8.8/").allowed());
+  for (std::string_view url : {"http://127.0.0.1/", "http://2130706433/", "http://[::1]/", "http://localhost:8080/",
+                               "http://foo.localhost/", "http://169.254.169.254/latest/meta-data",
+                               "http://[::ffff:10.0.0.1]/", "ftp://example.com/", "https://x@127.1/"}) {
+    CAPTURE(url);
+    decision d = check_url(absent, url);
+    CHECK_FALSE(d.allowed());
+    CHECK_FALSE(d.reason.empty());
+  }
+}
+
+TEST_CASE("localhost is allowed only when listed by name", "[policy][net]") {
+  auto rules = compile_domain_rules(std::vector<std::string>{"localhost"});
+  CHECK(check_url(rules, "http://localhost:3000/").allowed());
+  CHECK_FALSE(check_url(rules, "http://127.0.0.1:3000/").allowed());
+}

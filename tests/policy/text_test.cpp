@@ -1,1 +1,54 @@
-// placeholder: being written
+// Suggestions, JSON type names and error-code names.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "policy/decision.hpp"
+#include "policy/result.hpp"
+#include "policy/text.hpp"
+
+using namespace dhara::policy;
+
+TEST_CASE("edit distance counts single-byte edits", "[policy][text]") {
+  CHECK(edit_distance("", "") == 0);
+  CHECK(edit_distance("abc", "abc") == 0);
+  CHECK(edit_distance("levle", "level") == 2);
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(edit_distance("", "abc") == 3);
+}
+
+TEST_CASE("closest match suggests plausible names only", "[policy][text]") {
+  std::array<std::string_view, 3> names{"security", "extensions", "extensionDirs"};
+  CHECK(closest_match("securty", names) == "security");
+  CHECK(closest_match("extension", names) == "extensions");
+  CHECK(closest_match("zzzzzzzz", names).empty());
+  CHECK(did_you_mean("securty", names) == " (did you mean 'security'?)");
+  CHECK(did_you_mean("qqqq", names).empty());
+}
+
+TEST_CASE("JSON type names for messages", "[policy][text]") {
+  CHECK(json_type_name(nlohmann::json(1)) == "number");
+  CHECK(json_type_name(nlohmann::json("x")) == "string");
+  CHECK(json_type_name(nlohmann::json::array()) == "array");
+  CHECK(json_type_name(nlohmann::json::object()) == "object");
+  CHECK(json_type_name(nlohmann::json(true)) == "boolean");
+  CHECK(json_type_name(nlohmann::json()) == "null");
+}
+
+TEST_CASE("every error code, verdict and decider has a distinct name", "[policy][text]") {
+  std::set<std::string_view> seen;
+  for (errc e : {errc::parse_error, errc::invalid_type, errc::invalid_value, errc::missing_field,
+                 errc::unknown_capability, errc::unknown_level, errc::unsupported_runtime,
+                 errc::invalid_path, errc::resolve_failed, errc::not_found})
+    CHECK(seen.insert(to_string(e)).second);
+  CHECK(to_string(verdict_kind::allow) == "allow");
+  CHECK(to_string(verdict_kind::deny) == "deny");
+  CHECK(to_string(verdict_kind::ask) == "ask");
+  CHECK(to_string(decider::rule) == "rule");
+  CHECK(to_string(decider::user) == "user");
+  CHECK(to_string(decider::trusted_author) == "trusted-author");
+  CHECK(to_string(decider::yolo) == "yolo");
+  CHECK(to_string(decider::failure) == "failure");
+}

@@ -1,0 +1,34 @@
+// The real filesystem lookups behind the pure policy: symlink resolution (lstat/readlink
+// of each component, following dangling links too) and executable location on PATH.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "policy/command_rules.hpp"
+#include "policy/path_rules.hpp"
+
+namespace dhara::io {
+
+/// Resolves every symlink in a normalized absolute path, component by component:
+/// the existing prefix is resolved, each link's target is spliced in (dangling links too,
+/// so a link to a not-yet-existing denied file is seen), and the missing rest is appended.
+/// More than 40 links (a loop) or an error other than "does not exist" fails.
+class real_path_resolver final : public policy::path_resolver {
+ public:
+  policy::result<std::string> resolve(std::string_view normalized_abs) const override;
+};
+
+/// Locates executables: bare names on `path_env` (PATH), other names must exist; the result
+/// is absolute and symlink-free, and must be a regular executable file.
+class path_executable_locator final : public policy::executable_locator {
+ public:
+  explicit path_executable_locator(std::string path_env, std::string cwd);
+  policy::result<std::string> locate(std::string_view argv0) const override;
+
+ private:
+  std::string path_env_;
+  std::string cwd_;
+};
+
+}  // namespace dhara::io

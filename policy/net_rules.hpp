@@ -1,0 +1,63 @@
+// Network rules (DESIGN §4, §9 "URLs and commands"): URL parsing, domain lists (exact or
+// `*.suffix`, present-but-empty = none) and refusal of loopback, private and link-local
+// IP literals in every spelling (decimal, hex, octal, short, IPv4-mapped IPv6).
+// Name resolution is I/O: the host API resolves names and re-checks the addresses with
+// is_refused_address.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/decision.hpp"
+#include "policy/result.hpp"
+
+namespace dhara::policy {
+
+/// The parts of an http(s) URL that the rules look at.
+struct parsed_url {
+  std::string scheme;  ///< lower-case: "http" or "https"
+  std::string host;    ///< lower-case, no brackets, no trailing dot
+  std::uint16_t port = 0;
+  std::string path;    ///< from the first '/' (may be empty)
+};
+
+/// Parses an absolute http(s) URL. Anything doubtful (other schemes, spaces, backslashes,
+/// control characters or '%' in the authority, an empty host, a bad port) is an error.
+result<parsed_url> parse_url(std::string_view url);
+
+/// An IP address: IPv4 as 4 bytes (and IPv4-mapped IPv6 folded into IPv4), or IPv6.
+struct ip_address {
+  bool v6 = false;
+  std::array<std::uint8_t, 16> bytes{};
+  std::string to_string() const;
+  bool operator==(const ip_address&) const = default;
+};
+
+/// Parses an IP literal in any form a resolver would accept ("127.1", "0x7f000001",
+/// "2130706433", "0177.0.0.1", "::ffff:127.0.0.1", "[::1]"); nullopt for a host name.
+std::optional<ip_address> parse_ip_literal(std::string_view host);
+
+/// True for addresses refused unless listed literally: 0/8, 10/8, 100.64/10, 127/8,
+/// 169.254/16, 172.16/12, 192.168/16, multicast and broadcast, ::, ::1, fc00::/7, fe80::/10,
+/// and IPv6 forms that embed such an IPv4 address (mapped, compatible, NAT64).
+bool is_refused_address(const ip_address& ip);
+
+/// Compiled domain rules from a manifest's or approval's domain list.
+struct domain_rules {
+  bool listed = false;                 ///< a list was given (an empty list allows none)
+  std::vector<std::string> exact;      ///< "api.example.com", IP literals normalized
+  std::vector<std::string> suffixes;   ///< ".example.com" from "*.example.com"
+};
+
+/// Compiles a domain list (nullopt = no list: any public host).
+domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>& domains);
+
+/// Checks a URL: http/https only; host must match the list when one is given; IP literals
+/// and names such as "localhost" that are loopback/private are refused unless listed by name.
+decision check_url(const domain_rules& rules, std::string_view url);
+
+}  // namespace dhara::policy
