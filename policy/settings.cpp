@@ -679,6 +679,8 @@ struct positioned_dom_parser : nlohmann::detail::json_sax_dom_parser<json> {
 
   template <class Exception>
   bool parse_error(std::size_t pos, const std::string& /*last_token*/, const Exception& ex) {
+    // `pos` is the last byte read: where the parser gave up (the end of a bad token). The
+    // token text would not help to find its start: nlohmann keeps earlier bytes in it.
     failed = true;
     position = pos;
     // nlohmann's text starts "[json.exception.…] parse error at line L, column C: "; only
@@ -720,7 +722,7 @@ result<parsed_layer> parse_settings(std::string_view text, std::string_view file
     bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
                               /*ignore_comments=*/false);
     if (!ok || sax.failed) {
-      // The position is the 1-based index of the last character read (size + 1 at the end).
+      // The position is 1-based (size + 1 at the end of the input); columns count bytes.
       std::size_t pos = std::min<std::size_t>(sax.position == 0 ? 0 : sax.position - 1, text.size());
       std::string_view before = text.substr(0, pos);
       std::size_t line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));

@@ -310,7 +310,7 @@ TEST_CASE("split_command splits words like a shell without running one", "[polic
       {R"(x "" y)", {"x", "", "y"}},
       {R"(x '')", {"x", ""}},
       {R"(echo 'a|b;c&d>e<f$(g)`h`')", {"echo", "a|b;c&d>e<f$(g)`h`"}},
-      {R"(echo "a|b;c&d>e<f()")", {"echo", "a|b;c&d>e<f()"}},
+      {R"x(echo "a|b;c&d>e<f()")x", {"echo", "a|b;c&d>e<f()"}},
       {R"(echo "\$HOME \"q\" \\ \n")", {"echo", R"($HOME "q" \ \n)"}},
       {R"(echo \| \; \$x \`)", {"echo", "|", ";", "$x", "`"}},
       {R"(a"b"'c'd)", {"abcd"}},

@@ -123,13 +123,16 @@ TEST_CASE("invalid JSON is a parse error with file, line and column", "[policy][
     std::string_view prefix;  // FILE:LINE:COLUMN:
   };
   const row rows[] = {
-      {R"({"a": 1,,})", "cfg.json:1:9: "},                                 // the second comma
-      {"{\n  \"security\": {\n    \"level\": tru\n  }\n}", "cfg.json:3:17: "},  // right after `tru`
-      {"{\n  \"security\": {}\n  \"extensions\": {}\n}", "cfg.json:3:3: "},    // missing comma
-      {"{", "cfg.json:1:2: "},                                              // end of input
+      // The position is where the parser gave up: the offending byte, or a bad token's end.
+      {R"({"a": 1,,})", "cfg.json:1:9: "},                                    // the second comma
+      {"{\n  \"security\": {\n    \"level\": tru\n  }\n}", "cfg.json:3:17: "},  // the byte after `tru`
+      {"{\n  \"security\": {}\n  \"extensions\": {}\n}", "cfg.json:3:14: "},   // the key after a missing comma
+      {"{", "cfg.json:1:2: "},                                                 // end of input
       {"{\n", "cfg.json:2:1: "},
-      {R"({"a":1} x)", "cfg.json:1:9: "},                                   // trailing garbage
-      {"// comment\n{}", "cfg.json:1:1: "},                                 // comments are not JSON
+      {R"({"a":1} x)", "cfg.json:1:9: "},                                      // trailing garbage
+      {"// comment\n{}", "cfg.json:1:1: "},                                    // comments are not JSON
+      {"{\"a\": \"x\ty\"}", "cfg.json:1:9: "},                                // raw tab in a string
+      {"{\n\"\u00e9\u00e9\": 1e400}", "cfg.json:2:13: "},                         // overflow; columns count bytes
   };
   for (const row& r : rows) {
     INFO(r.text);
@@ -215,7 +218,7 @@ TEST_CASE("a wrong type or value names the file, the dotted key and what is expe
        "cfg.json: extensions.restartWindowMs: expected", "from 1"},
       {R"({"extensions": {"maxLineBytes": 512}})", errc::invalid_value,
        "cfg.json: extensions.maxLineBytes: expected", "from 1024 to 1073741824"},
-      {R"({"extensions": {"maxLineBytes": 1e400}})", errc::parse_error, "cfg.json:1:", ""},
+      {R"({"extensions": {"maxLineBytes": 1e400}})", errc::parse_error, "cfg.json:1:37: ", "number overflow"},
       {R"({"extensions": {"maxLineBytes": 18446744073709551616}})", errc::invalid_value,
        "cfg.json: extensions.maxLineBytes: expected", "from 1024"},
   };

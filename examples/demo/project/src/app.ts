@@ -1,0 +1,3 @@
+export function app() {
+  return 42;
+}

@@ -1,0 +1,106 @@
+// File reading with clear errors and discovery of DHARA_HOME and the project root.
+#include "io/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "policy/path_rules.hpp"
+
+namespace dhara::io {
+
+policy::result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {
+  using policy::errc;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return policy::make_error(errc::not_found, path + " does not exist");
+    return policy::make_error(errc::invalid_value, "cannot read " + path + ": " + std::strerror(err) +
+                                                       "; check its permissions");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return policy::make_error(errc::invalid_value, path + " is not a regular file; move it away and retry");
+  }
+  if (static_cast<std::size_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return policy::make_error(errc::invalid_value, path + " is larger than " + std::to_string(max_bytes) +
+                                                       " bytes; it cannot be a dhara file");
+  }
+  std::string out;
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (true) {
+    if (done == out.size()) out.resize(out.size() + 4096);  // the file may have grown
+    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return policy::make_error(errc::invalid_value, "cannot read " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+    if (done > max_bytes) {
+      ::close(fd);
+      return policy::make_error(errc::invalid_value, path + " grew past " + std::to_string(max_bytes) + " bytes while reading");
+    }
+  }
+  ::close(fd);
+  out.resize(done);
+  return out;
+}
+
+policy::result<locations> discover_locations(std::string_view home, std::string_view dhara_home_env,
+                                             std::string_view cwd) {
+  using policy::errc;
+  if (home.empty() || home.front() != '/')
+    return policy::make_error(errc::invalid_value, "HOME is not set to an absolute path; set HOME or DHARA_HOME");
+  locations loc;
+  loc.home = *policy::normalize_path(home, "/");
+  auto cwd_n = policy::normalize_path(cwd, "/");
+  if (!cwd_n || cwd.front() != '/')
+    return policy::make_error(errc::invalid_value, "the current directory is not an absolute path");
+  loc.cwd = std::move(*cwd_n);
+  if (dhara_home_env.empty()) {
+    loc.dhara_home = loc.home + "/.dhara";
+  } else {
+    auto expanded = policy::expand_home(dhara_home_env, loc.home);
+    if (!expanded) return expanded.err();
+    auto n = policy::normalize_path(*expanded, loc.cwd);
+    if (!n) return policy::make_error(errc::invalid_value, "DHARA_HOME: " + n.err().message);
+    loc.dhara_home = std::move(*n);
+  }
+  // The nearest ancestor of cwd with a .dhara/ folder that is not DHARA_HOME itself.
+  loc.project_root = loc.cwd;
+  for (std::string dir = loc.cwd;;) {
+    std::string marker = (dir == "/" ? std::string() : dir) + "/.dhara";
+    struct stat st;
+    if (marker != loc.dhara_home && ::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      loc.project_root = dir;
+      break;
+    }
+    if (dir == "/") break;
+    auto cut = dir.rfind('/');
+    dir.resize(cut == 0 ? 1 : cut);
+  }
+  return loc;
+}
+
+policy::result<locations> discover_locations() {
+  const char* home = std::getenv("HOME");
+  const char* dh = std::getenv("DHARA_HOME");
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr)
+    return policy::make_error(policy::errc::invalid_value,
+                              std::string("cannot read the current directory: ") + std::strerror(errno));
+  return discover_locations(home ? home : "", dh ? dh : "", cwd);
+}
+
+}  // namespace dhara::io
