@@ -3,6 +3,7 @@
 // a denial. Hashing (SHA-256) and writing live in io/ and actors/.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>

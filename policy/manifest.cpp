@@ -417,7 +417,7 @@ result<manifest> parse_manifest_impl(const json& doc, std::string_view source) {
                                     members, errc::unknown_capability);
         }
         return r.value(field, "unknown capability " + shown(cap_name) + suggestion(cap_name) +
-                                  "; see the catalog in DESIGN §4 or 'dhara config permissions --help'",
+                                  "; see 'dhara config permissions --help' for the catalog",
                        errc::unknown_capability);
       }
       if (m.capabilities.contains(*cap)) continue;

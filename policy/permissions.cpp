@@ -183,6 +183,10 @@ result<parsed_permissions> parse_json_impl(const json& doc) {
   for (const auto& [ext, v] : doc.items()) {
     auto entry = parse_entry(ext, v, out.warnings);
     if (!entry) return entry.err();
+    if (!is_valid_extension_name(ext))
+      out.warnings.push_back(std::string(file_name) + ": " + shown(ext) +
+                             " is not a valid extension name, so no extension can load under it; "
+                             "the entry is kept but applies to nothing");
     out.value.entries.emplace(ext, std::move(*entry));
   }
   return out;
@@ -269,10 +273,12 @@ effective_permissions effective_for(const permission_entry& entry, std::string_v
 
 bool entry_applies_to(const permission_entry& entry, std::string_view name, std::string_view folder,
                       std::string_view dhara_home) {
+  // No extension can load under a name that is not a safe folder name; refusing it here
+  // also keeps "<home>/extensions/../x" from matching.
+  if (!is_valid_extension_name(name)) return false;
   if (entry.folder) return *entry.folder == folder;
   // A hand-written entry (seed shape) belongs to the globally installed extension only.
-  // A name that is not a safe folder name could point anywhere, so it matches nothing.
-  if (dhara_home.empty() || !is_valid_extension_name(name)) return false;
+  if (dhara_home.empty()) return false;
   while (dhara_home.size() > 1 && dhara_home.back() == '/') dhara_home.remove_suffix(1);
   std::string expected(dhara_home);
   if (expected != "/") expected += '/';

@@ -28,7 +28,7 @@ std::string_view to_string(audit_durability d);
 enum class layer_kind {
   global,   ///< $DHARA_HOME/config.json: absolute or `~` paths only
   project,  ///< <project>/.dhara/config.json: relative paths are relative to the project root
-  cli,      ///< command-line overrides: trusted like the global file
+  cli,      ///< command-line overrides: trusted like the global file (absolute or `~` paths)
 };
 
 /// One parsed config file: every field optional, so the merge knows what a layer set.
@@ -107,9 +107,11 @@ struct merged_settings {
 };
 
 /// Merges global, then project (may be null), then CLI overrides (may be null).
-/// A project layer may only tighten unless ctx.project_root is in the global layer's
-/// trustedProjects; `requireOsSandbox: false` and `trustedProjects` are honoured only from
-/// the global file (and CLI).
+/// A project layer may only tighten unless ctx.project_root equals (exactly, after `~`
+/// expansion and normalization) an entry of trustedProjects: the CLI's list when it gives
+/// one, else the global layer's. `requireOsSandbox: false` and `trustedProjects` are
+/// honoured only from the global file and the CLI. deniedPaths accumulate over all layers;
+/// other lists of a later layer replace earlier ones.
 merged_settings merge_settings(const settings_layer& global, const settings_layer* project,
                                const settings_layer* cli, const merge_context& ctx);
 

@@ -1,4 +1,80 @@
-// placeholder
+// Fuzzes the path, glob, URL and command rules with invariants, not just "no crash":
+// normalized paths are canonical and idempotent, and an allowed path is never under a
+// denied entry.
 #include <cstddef>
 #include <cstdint>
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "policy/command_rules.hpp"
+#include "policy/net_rules.hpp"
+#include "policy/path_rules.hpp"
+
+using namespace dhara::policy;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) std::abort();
+}
+
+bool canonical(std::string_view p) {
+  if (p.empty() || p.front() != '/') return false;
+  if (p == "/") return true;
+  if (p.back() == '/') return false;
+  return p.find("//") == std::string_view::npos && p.find("/./") == std::string_view::npos &&
+         p.find("/../") == std::string_view::npos && !p.ends_with("/.") && !p.ends_with("/..");
+}
+
+const path_rule_set& rules() {
+  static const path_rule_set r = [] {
+    path_rules_input in{{"/home/u/proj", "/tmp/ws"}, {"/home/u/proj/secret", "/home/u/proj/**/.env"},
+                        "/home/u", "/home/u/.dhara", "/home/u/proj"};
+    return *compile_path_rules(in, lexical_resolver{});
+  }();
+  return r;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view input(reinterpret_cast<const char*>(data), size);
+  std::string_view first = input.substr(0, input.find('\n'));
+  std::string_view second = first.size() < input.size() ? input.substr(first.size() + 1) : std::string_view{};
+
+  std::string out;
+  if (normalize_path_into(input, "/home/u/proj", out)) {
+    require(canonical(out));
+    std::string again;
+    require(normalize_path_into(out, "/", again) && again == out);  // idempotent
+    require(normalize_path_into(input, "/home/u/proj", again) && again == out);  // deterministic
+  }
+
+  decision d = check_path(rules(), input, "/home/u/proj", "/home/u", path_access::read, lexical_resolver{});
+  if (d.allowed()) {
+    require(normalize_path_into(input.starts_with('~') ? std::string_view{} : input, "/home/u/proj", out) || input.starts_with('~'));
+    if (!input.starts_with('~')) {
+      require(is_at_or_under(out, "/home/u/proj") || is_at_or_under(out, "/tmp/ws"));
+      require(!is_at_or_under(out, "/home/u/proj/secret"));
+      require(!is_at_or_under(out, "/home/u/.ssh"));
+    }
+  } else {
+    require(!d.reason.empty());
+  }
+
+  // Globs: pattern on the first line, path on the rest; "under" must include "exact".
+  std::string path;
+  if (normalize_path_into(second.empty() ? "/x" : second, "/", path)) {
+    bool exact = glob_match(first, path);
+    bool under = glob_match_at_or_under(first, path);
+    require(!exact || under);
+  }
+
+  (void)expand_home(input, "/home/u");
+  if (auto url = parse_url(input)) require(!url->host.empty());
+  if (auto ip = parse_ip_literal(first)) (void)is_refused_address(*ip);
+  (void)check_url(compile_domain_rules(std::nullopt), input);
+  (void)check_command_string(compile_command_rules(std::nullopt), input, nullptr);
+  return 0;
+}

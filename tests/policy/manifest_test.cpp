@@ -60,7 +60,7 @@ TEST_CASE("the DESIGN example manifest parses into every field", "[policy][manif
   CHECK(m->raw == design_example());
 }
 
-TEST_CASE("optional fields may be absent", "[policy][manifest]") {
+TEST_CASE("optional manifest fields may be absent", "[policy][manifest]") {
   json doc = json::parse(R"({"name": "mini", "version": "0.1",
                              "runtime": {"type": "subprocess", "command": "./run"}})");
   auto m = parse_manifest(doc, "manifest.json");
@@ -174,7 +174,7 @@ TEST_CASE("a number where a string belongs says to quote it", "[policy][manifest
   CHECK(m.err().message == "manifest.yaml: version: expected a string, got number; put the value in quotes");
 }
 
-TEST_CASE("a top level that is not an object is an error", "[policy][manifest]") {
+TEST_CASE("a manifest whose top level is not an object is an error", "[policy][manifest]") {
   for (const json& doc : {json::array(), json("x"), json(nullptr)}) {
     auto m = parse_manifest(doc, "manifest.json");
     REQUIRE_FALSE(m);
@@ -215,7 +215,7 @@ TEST_CASE("a description may span lines", "[policy][manifest]") {
   CHECK(m->description == "line one\nline two\tindented");
 }
 
-TEST_CASE("an unknown capability names the closest known one", "[policy][manifest]") {
+TEST_CASE("an unknown capability in a manifest names the closest known one", "[policy][manifest]") {
   auto m = parse_manifest(with("/capabilities/1", "network:fech"), "manifest.json");
   REQUIRE_FALSE(m);
   CHECK(m.err().code == errc::unknown_capability);

@@ -36,7 +36,7 @@ constexpr auto denied = permission_state::denied;
 
 }  // namespace
 
-TEST_CASE("the DESIGN example parses", "[policy][permissions]") {
+TEST_CASE("the DESIGN permissions example parses", "[policy][permissions]") {
   auto p = parse_permissions(design_example);
   REQUIRE(p);
   CHECK(p->warnings.empty());
@@ -109,7 +109,7 @@ TEST_CASE("unknown fields are kept and written after the known ones", "[policy][
   CHECK(serialize_permissions(again->value) == text);
 }
 
-TEST_CASE("an empty file means no entries", "[policy][permissions]") {
+TEST_CASE("an empty permissions file means no entries", "[policy][permissions]") {
   for (const char* text : {"", "  \n\t", "{}"}) {
     CAPTURE(text);
     auto p = parse_permissions(text);
@@ -134,7 +134,7 @@ TEST_CASE("a state other than approved or denied is an error naming extension an
   }
 }
 
-TEST_CASE("wrong shapes are errors naming the place", "[policy][permissions]") {
+TEST_CASE("wrong permissions shapes are errors naming the place", "[policy][permissions]") {
   struct row {
     std::string text;
     errc code;
@@ -176,6 +176,14 @@ TEST_CASE("unknown capability keys are kept, warned about, and grant nothing", "
   std::string text = serialize_permissions(p->value);
   CHECK_THAT(text, Catch::Contains("\"network:fech\": \"approved\""));
   CHECK_THAT(text, Catch::Contains("\"bogus:*\": \"approved\""));
+}
+
+TEST_CASE("an entry under a name no extension can have is warned about", "[policy][permissions]") {
+  auto p = parse_permissions(R"({"Web-Tools": {"version": "1"}, "web-tools": {"version": "1"}})");
+  REQUIRE(p);
+  CHECK(p->value.entries.size() == 2);
+  REQUIRE(p->warnings.size() == 1);
+  CHECK_THAT(p->warnings[0], Catch::StartsWith("permissions.json: 'Web-Tools' is not a valid extension name"));
 }
 
 TEST_CASE("a version change asks again at paranoid and keeps approvals at other levels",
@@ -247,6 +255,7 @@ TEST_CASE("an entry applies only to the folder it was approved for", "[policy][p
       {&bound, "web-tools", "/home/u/.dhara/extensions/web-tools/", "/home/u/.dhara", false},
       {&bound, "web-tools", "/proj/.dhara/extensions/web-tools", "/home/u/.dhara", false},
       {&bound, "web-tools", "/home/u/.dhara/extensions/web-tools", "/elsewhere", true},
+      {&bound, "Web-Tools", "/home/u/.dhara/extensions/web-tools", "/home/u/.dhara", false},
       {&unbound, "web-tools", "/home/u/.dhara/extensions/web-tools", "/home/u/.dhara", true},
       {&unbound, "web-tools", "/home/u/.dhara/extensions/web-tools", "/home/u/.dhara/", true},
       {&unbound, "web-tools", "/proj/.dhara/extensions/web-tools", "/home/u/.dhara", false},
