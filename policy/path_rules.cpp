@@ -170,16 +170,74 @@ std::string literal_prefix_of(std::string_view glob) {
   return std::string(glob.substr(0, slash == std::string_view::npos ? 0 : slash + 1));
 }
 
-bool entry_matches(const path_entry& e, std::string_view path) {
-  if (!e.glob) return is_at_or_under(path, e.normalized);
-  if (!path.starts_with(e.literal_prefix)) return false;
-  return glob_match_at_or_under(e.normalized, path);
+bool glob_entry_matches(const path_entry& e, std::string_view path) {
+  return path.starts_with(e.literal_prefix) && glob_match_at_or_under(e.normalized, path);
 }
 
-const path_entry* find_match(const std::vector<path_entry>& entries, std::string_view path) {
-  for (const path_entry& e : entries)
-    if (entry_matches(e, path)) return &e;
-  return nullptr;
+// The trie node for `dir` (a normalized absolute directory), created on the way.
+std::uint32_t trie_node_for(std::vector<path_trie_node>& trie, std::string_view dir) {
+  std::uint32_t node = 0;
+  std::size_t pos = 0;
+  for (std::string_view seg = next_segment(dir, pos); !seg.empty(); seg = next_segment(dir, pos)) {
+    std::uint32_t found = 0;
+    for (std::uint32_t c : trie[node].children)
+      if (trie[c].segment == seg) found = c;
+    if (found == 0) {
+      found = static_cast<std::uint32_t>(trie.size());
+      trie.push_back(path_trie_node{std::string(seg), {}, -1, -1, {}, {}});
+      trie[node].children.push_back(found);
+    }
+    node = found;
+  }
+  return node;
+}
+
+void build_trie(path_rule_set& set) {
+  set.trie.assign(1, path_trie_node{});
+  auto index = [&](const std::vector<path_entry>& entries, bool denied) {
+    for (std::uint32_t i = 0; i < entries.size(); ++i) {
+      const path_entry& e = entries[i];
+      std::uint32_t node = trie_node_for(set.trie, e.glob ? std::string_view(e.literal_prefix) : std::string_view(e.normalized));
+      path_trie_node& n = set.trie[node];
+      if (e.glob) {
+        (denied ? n.denied_globs : n.allowed_globs).push_back(i);
+      } else {
+        std::int32_t& slot = denied ? n.denied : n.allowed;
+        if (slot < 0) slot = static_cast<std::int32_t>(i);  // the first entry names the rule
+      }
+    }
+  };
+  index(set.denied, true);
+  index(set.allowed, false);
+}
+
+// Visits one trie node on the walk: records the first denied and allowed matches.
+void visit(const path_rule_set& rules, const path_trie_node& n, std::string_view path, path_matches& m) {
+  if (!m.denied) {
+    if (n.denied >= 0) m.denied = &rules.denied[static_cast<std::size_t>(n.denied)];
+    for (std::uint32_t g : n.denied_globs)
+      if (!m.denied && glob_entry_matches(rules.denied[g], path)) m.denied = &rules.denied[g];
+  }
+  if (!m.allowed) {
+    if (n.allowed >= 0) m.allowed = &rules.allowed[static_cast<std::size_t>(n.allowed)];
+    for (std::uint32_t g : n.allowed_globs)
+      if (!m.allowed && glob_entry_matches(rules.allowed[g], path)) m.allowed = &rules.allowed[g];
+  }
+}
+
+// True for a path normalize_path_into would return unchanged.
+bool is_normalized_abs(std::string_view p) {
+  if (p.empty() || p.front() != '/') return false;
+  if (p.size() == 1) return true;
+  if (p.back() == '/') return false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != '/') continue;
+    std::size_t j = i + 1;
+    if (j < p.size() && p[j] == '/') return false;
+    if (j < p.size() && p[j] == '.' && (j + 1 == p.size() || p[j + 1] == '/')) return false;
+    if (j + 1 < p.size() && p[j] == '.' && p[j + 1] == '.' && (j + 2 == p.size() || p[j + 2] == '/')) return false;
+  }
+  return p.find('\0') == std::string_view::npos;
 }
 
 std::string_view access_word(path_access a) { return a == path_access::write ? "write" : "read"; }
@@ -310,7 +368,28 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   for (const std::string& a : in.allowed)
     if (auto err = add(set.allowed, a, a, false))
       set.problems.push_back("allowedPaths entry '" + a + "' ignored: " + err->message);
+  build_trie(set);
   return set;
+}
+
+path_matches match_path(const path_rule_set& rules, std::string_view path) {
+  path_matches m;
+  if (rules.trie.empty()) return m;
+  std::uint32_t node = 0;
+  visit(rules, rules.trie[0], path, m);
+  std::size_t pos = 0;
+  for (std::string_view seg = next_segment(path, pos); !seg.empty() && !m.denied; seg = next_segment(path, pos)) {
+    std::uint32_t next = 0;
+    for (std::uint32_t c : rules.trie[node].children)
+      if (rules.trie[c].segment == seg) {
+        next = c;
+        break;
+      }
+    if (next == 0) break;  // nothing is indexed below this point
+    node = next;
+    visit(rules, rules.trie[node], path, m);
+  }
+  return m;
 }
 
 decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
@@ -329,15 +408,27 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     expanded = std::move(*e);
     input = expanded;
   }
-  if (!normalize_path_into(input, cwd, lexical))
+  bool ok;
+  if (input.front() != '/' && is_normalized_abs(cwd)) {
+    // The session cwd is normalized once per snapshot: copy it, then add the relative path.
+    lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
+    push_segments(input, lexical);
+    if (lexical.empty()) lexical.push_back('/');
+    ok = true;
+  } else {
+    ok = normalize_path_into(input, cwd, lexical);
+  }
+  if (!ok)
     return {verdict_kind::deny, "the session directory '" + std::string(cwd) + "' is not absolute",
             decider::failure, {}};
 
-  if (const path_entry* d = find_match(rules.denied, lexical))
+  path_matches lexical_match = match_path(rules, lexical);
+  if (const path_entry* d = lexical_match.denied)
     return deny("'" + std::string(raw) + "' is denied by the rule " + d->written, d->written);
 
   std::string_view effective = lexical;
   std::string resolved_storage;
+  const path_entry* allowed = lexical_match.allowed;
   if (resolver.follows_links()) {
     auto resolved = resolver.resolve(lexical);
     if (!resolved)
@@ -345,15 +436,16 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     resolved_storage = std::move(*resolved);
     effective = resolved_storage;
     if (effective != lexical) {
-      if (const path_entry* d = find_match(rules.denied, effective))
+      path_matches resolved_match = match_path(rules, effective);
+      if (const path_entry* d = resolved_match.denied)
         return deny("'" + std::string(raw) + "' resolves to '" + resolved_storage +
                         "', which is denied by the rule " + d->written,
                     d->written);
+      allowed = resolved_match.allowed;  // only the resolved form counts for allowing
     }
   }
 
-  if (const path_entry* a = find_match(rules.allowed, effective))
-    return {verdict_kind::allow, {}, decider::rule, a->written};
+  if (allowed) return {verdict_kind::allow, {}, decider::rule, allowed->written};
   std::string reason = std::string(access_word(access)) + " of '" + std::string(raw) + "'";
   if (effective != lexical) reason += " (resolves to '" + std::string(effective) + "')";
   reason += " is outside the allowed paths; add its folder to security.allowedPaths to allow it";

@@ -4,6 +4,7 @@
 // through the path_resolver interface so this file stays pure; io/ has the real one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,13 +87,35 @@ struct path_entry {
                                ///< character, a cheap filter before matching
 };
 
+/// One node of the segment trie that indexes the entries: the node for "/home/u" has a
+/// child "proj" when an entry is at or below "/home/u/proj". Globs hang on the node of their
+/// literal directory, so a check walks the path's segments once and tests only candidates.
+struct path_trie_node {
+  std::string segment;
+  std::vector<std::uint32_t> children;       ///< indices into path_rule_set::trie
+  std::int32_t denied = -1;                  ///< plain denied entry ending here (first wins)
+  std::int32_t allowed = -1;                 ///< plain allowed entry ending here
+  std::vector<std::uint32_t> denied_globs;   ///< glob entries whose literal directory is here
+  std::vector<std::uint32_t> allowed_globs;
+};
+
 /// Compiled, immutable path rules.
 struct path_rule_set {
   std::vector<path_entry> allowed;  ///< lexical and resolved forms of each allowed entry
   std::vector<path_entry> denied;   ///< lexical and resolved forms, built-ins first
   std::vector<std::string> problems;///< entries that could not be compiled (each denies nothing
                                     ///< away: a bad denied entry makes compile fail instead)
+  std::vector<path_trie_node> trie; ///< index over allowed and denied; trie[0] is "/"
 };
+
+/// The entries matching a normalized absolute path (null when none).
+struct path_matches {
+  const path_entry* denied = nullptr;
+  const path_entry* allowed = nullptr;
+};
+
+/// Finds a denied and an allowed entry at or above `normalized_abs` in one walk of the trie.
+path_matches match_path(const path_rule_set& rules, std::string_view normalized_abs);
 
 /// Compiles the rules: expands `~`, normalizes, adds the built-in denials (/etc/shadow,
 /// ~/.ssh, dhara's state files, /proc magic links) and the resolved form of every entry.
