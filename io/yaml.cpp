@@ -5,10 +5,13 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace dhara::io {
@@ -19,7 +22,7 @@ using policy::errc;
 using policy::error;
 using policy::make_error;
 
-constexpr int max_depth = 256;  // the protocol's JSON nesting limit (DESIGN §9)
+constexpr std::size_t max_depth = 256;  // the protocol's JSON nesting limit (DESIGN §9)
 
 // Third-party messages may quote the input: keep them printable ASCII.
 std::string printable(std::string_view s) {
@@ -138,99 +141,178 @@ json resolve_plain(const std::string& s) {
   return s;
 }
 
-class converter {
+// Thrown out of the event handler to stop the parser at the first problem.
+struct conversion_failure {
+  error err;
+};
+
+// Builds JSON from yaml-cpp's parse events. Working on events rather than YAML::Node keeps
+// the nesting on an explicit stack, sees aliases as aliases, and lets the caller stop after
+// one document (yaml-cpp 0.7 loops forever emitting empty documents for a lone ',').
+class json_builder final : public YAML::EventHandler {
  public:
-  converter(std::string_view source, std::size_t text_size)
+  json_builder(std::string_view source, std::size_t text_size)
       : source_(source),
         // Without aliases a document cannot hold more nodes or scalar bytes than a small
         // multiple of its text; beyond that, aliases are being expanded on purpose.
         nodes_left_(4 * text_size + 1024),
         bytes_left_(4 * text_size + 65536) {}
 
-  std::optional<error> convert(const YAML::Node& node, int depth, json& out) {
-    if (nodes_left_ == 0) return too_big(node);
-    --nodes_left_;
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        out = nullptr;
-        return std::nullopt;
-      case YAML::NodeType::Scalar: {
-        const std::string& s = node.Scalar();
-        if (auto e = check_scalar(node, s)) return e;
-        // yaml-cpp tags quoted scalars "!" and plain ones "?": quoting keeps text as text.
-        const std::string& tag = node.Tag();
-        if (tag == "!" || tag == "tag:yaml.org,2002:str") out = s;
-        else out = resolve_plain(s);
-        return std::nullopt;
-      }
-      case YAML::NodeType::Sequence: {
-        if (depth >= max_depth) return too_deep(node);
-        out = json::array();
-        for (const auto& child : node) {
-          json value;
-          if (auto e = convert(child, depth + 1, value)) return e;
-          out.push_back(std::move(value));
-        }
-        return std::nullopt;
-      }
-      case YAML::NodeType::Map: {
-        if (depth >= max_depth) return too_deep(node);
-        out = json::object();
-        for (auto it = node.begin(); it != node.end(); ++it) {
-          const YAML::Node& key = it->first;
-          if (!key.IsScalar())
-            return fail(key.Mark(), "a map key must be a string, not a " +
-                                        std::string(key.IsNull() ? "null" : key.IsMap() ? "map" : "list"));
-          const std::string& k = key.Scalar();
-          if (auto e = check_scalar(key, k)) return e;
-          // Two parsers picking different duplicates is how policy confusion starts.
-          if (out.contains(k)) return fail(key.Mark(), "duplicate key '" + printable(k) + "'");
-          json value;
-          if (auto e = convert(it->second, depth + 1, value)) return e;
-          out.emplace(k, std::move(value));
-        }
-        return std::nullopt;
-      }
-    }
-    return fail(node.Mark(), "unknown YAML node type");
+  json take_root() { return std::move(root_); }
+  const YAML::Mark& document_start() const { return start_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { start_ = mark; }
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (expecting_key()) fail(mark, "a map key must be a string, not null");
+    charge(mark, {1, 0});
+    add(nullptr, {1, 0}, anchor);
   }
 
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (expecting_key()) fail(mark, "a map key must be a string, not an alias");
+    auto it = anchors_.find(anchor);
+    // yaml-cpp already refuses undefined anchors; an open one means the node contains itself.
+    if (it == anchors_.end()) fail(mark, "an alias refers to a node that contains it");
+    charge(mark, it->second.total);
+    add(it->second.value, it->second.total, 0);
+  }
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    cost c{1, value.size()};
+    charge(mark, c);
+    if (!valid_utf8(value)) fail(mark, "invalid UTF-8");
+    if (expecting_key()) {
+      frame& f = stack_.back();
+      // Two parsers picking different duplicates is how policy confusion starts.
+      if (f.value.contains(value)) fail(mark, "duplicate key '" + printable(value) + "'");
+      f.key = value;
+      if (anchor) anchors_[anchor] = {json(value), c};
+      return;
+    }
+    // yaml-cpp tags quoted scalars "!" and plain ones "?": quoting keeps text as text.
+    if (tag == "!" || tag == "tag:yaml.org,2002:str") add(json(value), c, anchor);
+    else add(resolve_plain(value), c, anchor);
+  }
+
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, json::array(), anchor, "a list");
+  }
+  void OnSequenceEnd() override { close(); }
+
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, json::object(), anchor, "a map");
+  }
+  void OnMapEnd() override { close(); }
+
  private:
-  std::optional<error> fail(const YAML::Mark& mark, const std::string& what) const {
-    return make_error(errc::parse_error, at(source_, mark) + ": " + what);
+  struct cost {
+    std::size_t nodes = 0;
+    std::size_t bytes = 0;
+  };
+  struct frame {
+    json value;
+    YAML::anchor_t anchor;
+    cost total;
+    std::optional<std::string> key;  // maps: the key waiting for its value
+  };
+  struct anchored {
+    json value;
+    cost total;
+  };
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what) const {
+    throw conversion_failure{make_error(errc::parse_error, at(source_, mark) + ": " + what)};
   }
-  std::optional<error> too_deep(const YAML::Node& node) const {
-    return fail(node.Mark(), "nested deeper than 256 levels");
+
+  void charge(const YAML::Mark& mark, cost c) {
+    if (c.nodes > nodes_left_ || c.bytes > bytes_left_)
+      fail(mark, "aliases expand to far more data than the file holds; refusing");
+    nodes_left_ -= c.nodes;
+    bytes_left_ -= c.bytes;
   }
-  std::optional<error> too_big(const YAML::Node& node) const {
-    return fail(node.Mark(), "aliases expand to far more data than the file holds; refusing");
+
+  bool expecting_key() const { return !stack_.empty() && stack_.back().value.is_object() && !stack_.back().key; }
+
+  void open(const YAML::Mark& mark, json empty, YAML::anchor_t anchor, const char* what) {
+    if (expecting_key()) fail(mark, std::string("a map key must be a string, not ") + what);
+    if (stack_.size() >= max_depth) fail(mark, "nested deeper than 256 levels");
+    charge(mark, {1, 0});
+    stack_.push_back({std::move(empty), anchor, {1, 0}, std::nullopt});
   }
-  std::optional<error> check_scalar(const YAML::Node& node, const std::string& s) {
-    if (s.size() > bytes_left_) return too_big(node);
-    bytes_left_ -= s.size();
-    if (!valid_utf8(s)) return fail(node.Mark(), "invalid UTF-8");
-    return std::nullopt;
+
+  void close() {
+    frame f = std::move(stack_.back());
+    stack_.pop_back();
+    add(std::move(f.value), f.total, f.anchor);
+  }
+
+  void add(json value, cost c, YAML::anchor_t anchor) {
+    if (anchor) anchors_[anchor] = {value, c};
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return;
+    }
+    frame& parent = stack_.back();
+    parent.total.nodes += c.nodes;
+    parent.total.bytes += c.bytes;
+    if (parent.value.is_object()) {
+      parent.value.emplace(std::move(*parent.key), std::move(value));
+      parent.key.reset();
+    } else {
+      parent.value.push_back(std::move(value));
+    }
   }
 
   std::string_view source_;
   std::size_t nodes_left_;
   std::size_t bytes_left_;
+  std::vector<frame> stack_;
+  std::map<YAML::anchor_t, anchored> anchors_;
+  json root_;
+  YAML::Mark start_;
+};
+
+// Only notes where a further document starts; its content is never built.
+struct document_counter final : YAML::EventHandler {
+  YAML::Mark start;
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
 };
 
 }  // namespace
 
 policy::result<nlohmann::json> yaml_to_json(std::string_view text, std::string_view source) {
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.empty()) return json(nullptr);
-    if (docs.size() > 1)
-      return make_error(errc::parse_error, std::string(source) + ": holds " + std::to_string(docs.size()) +
-                                               " YAML documents; expected exactly one");
-    converter c(source, text.size());
-    json out;
-    if (auto e = c.convert(docs.front(), 0, out)) return *e;
-    return out;
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    json_builder builder(source, text.size());
+    if (!parser.HandleNextDocument(builder)) return json(nullptr);  // empty or comments only
+    // A second document is refused rather than ignored: the file would mean two things.
+    // Stopping here also ends yaml-cpp's endless empty documents for some malformed input.
+    document_counter counter;
+    if (parser.HandleNextDocument(counter)) {
+      // A "document" where the last one started means the parser made no progress: a token
+      // such as a stray ',' that yaml-cpp 0.7 neither consumes nor reports.
+      if (counter.start.pos == builder.document_start().pos)
+        return make_error(errc::parse_error, at(source, counter.start) + ": invalid YAML: unexpected character");
+      return make_error(errc::parse_error, at(source, counter.start) +
+                                               ": a second YAML document starts here; expected exactly one");
+    }
+    return builder.take_root();
+  } catch (const conversion_failure& f) {
+    return f.err;
   } catch (const YAML::Exception& e) {
     return make_error(errc::parse_error, at(source, e.mark) + ": invalid YAML: " + printable(e.msg));
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "policy/json_text.hpp"
 #include "policy/path_rules.hpp"
 #include "policy/text.hpp"
 
@@ -671,38 +672,6 @@ class merger {
   merged_settings out_;
 };
 
-// json::parse's DOM builder, but keeping the position of any error instead of throwing:
-// a number too large for a double (1e400) is reported by nlohmann as out_of_range, whose
-// exception carries no position, while this callback gets it for every kind of error.
-struct positioned_dom_parser : nlohmann::detail::json_sax_dom_parser<json> {
-  explicit positioned_dom_parser(json& doc) : json_sax_dom_parser(doc, /*allow_exceptions=*/false) {}
-
-  template <class Exception>
-  bool parse_error(std::size_t pos, const std::string& /*last_token*/, const Exception& ex) {
-    // `pos` is the last byte read: where the parser gave up (the end of a bad token). The
-    // token text would not help to find its start: nlohmann keeps earlier bytes in it.
-    failed = true;
-    position = pos;
-    // nlohmann's text starts "[json.exception.…] parse error at line L, column C: "; only
-    // the explanation is kept, since the caller computes the position itself.
-    std::string_view w = ex.what();
-    if (w.starts_with('[')) {
-      if (auto end = w.find("] "); end != std::string_view::npos) w.remove_prefix(end + 2);
-    }
-    if (w.starts_with("parse error")) {
-      if (auto at = w.find("column "); at != std::string_view::npos) {
-        if (auto colon = w.find(": ", at); colon != std::string_view::npos) w.remove_prefix(colon + 2);
-      }
-    }
-    what = std::string(w);
-    return false;
-  }
-
-  bool failed = false;
-  std::size_t position = 0;
-  std::string what;
-};
-
 }  // namespace
 
 std::string_view to_string(audit_durability d) {
@@ -716,25 +685,9 @@ std::string_view to_string(audit_durability d) {
 
 result<parsed_layer> parse_settings(std::string_view text, std::string_view file, layer_kind kind) {
   if (std::all_of(text.begin(), text.end(), is_json_space)) return parse_settings_json(json::object(), file, kind);
-  try {
-    json doc;
-    positioned_dom_parser sax(doc);
-    bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
-                              /*ignore_comments=*/false);
-    if (!ok || sax.failed) {
-      // The position is 1-based (size + 1 at the end of the input); columns count bytes.
-      std::size_t pos = std::min<std::size_t>(sax.position == 0 ? 0 : sax.position - 1, text.size());
-      std::string_view before = text.substr(0, pos);
-      std::size_t line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
-      std::size_t nl = before.rfind('\n');
-      std::size_t column = pos - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
-      return make_error(errc::parse_error, std::string(file) + ":" + std::to_string(line) + ":" +
-                                               std::to_string(column) + ": " + sax.what);
-    }
-    return parse_settings_json(doc, file, kind);
-  } catch (const std::exception& e) {  // only allocation failure is expected here
-    return make_error(errc::parse_error, std::string(file) + ": cannot parse: " + e.what());
-  }
+  auto doc = parse_json_text(text, file);
+  if (!doc) return doc.err();
+  return parse_settings_json(*doc, file, kind);
 }
 
 result<parsed_layer> parse_settings_json(const nlohmann::json& doc, std::string_view file, layer_kind kind) {

@@ -1,0 +1,389 @@
+// The extension supervisor actor (see extension_supervisor.hpp).
+#include "actors/extension_supervisor.hpp"
+
+#include <signal.h>
+#include <string.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "io/jsonrpc.hpp"
+
+namespace dhara::actors {
+
+std::string_view to_string(extension_state s) {
+  switch (s) {
+    case extension_state::starting: return "starting";
+    case extension_state::ready: return "ready";
+    case extension_state::failed: return "failed";
+    case extension_state::stopped: return "stopped";
+  }
+  return "failed";
+}
+
+namespace {
+
+using json = nlohmann::json;
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<milliseconds>(clock::now().time_since_epoch()).count();
+}
+
+call_result error_result(int code, std::string message, json data = nullptr) {
+  return {false, nullptr, code, std::move(message), std::move(data)};
+}
+
+json signal_name(int sig) {
+  if (sig == 0) return nullptr;
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? json(std::string("SIG") + abbrev) : json(sig);
+}
+
+struct inflight {
+  caf::typed_response_promise<call_result> rp;
+  std::string tool_call_id;
+  caf::actor progress_to;
+};
+
+struct queued_call {
+  tool_call call;
+  caf::typed_response_promise<call_result> rp;
+};
+
+struct supervisor_state {
+  supervisor_config cfg;
+  std::shared_ptr<io::event_loop> loop;
+  extension_info info;
+  std::uint64_t gen = 0;          // process generation: events of older ones are ignored
+  std::uint64_t proc_id = 0;      // the event loop's id of the current process
+  bool alive = false;             // the current process runs
+  bool stopping = false;          // shutdown requested
+  bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
+  std::int64_t next_id = 0;
+  std::int64_t init_id = 0;
+  std::int64_t started_at = 0;
+  std::map<std::int64_t, inflight> calls;
+  std::map<std::int64_t, std::uint64_t> cancelled;  // rpc id → generation, awaiting any reply
+  std::deque<queued_call> waiting;                  // calls that arrived before ready
+  std::vector<caf::typed_response_promise<extension_info>> status_waiters;
+  std::vector<caf::typed_response_promise<bool>> shutdown_waiters;
+  std::deque<std::int64_t> restart_times;
+  static inline const char* name = "extension_supervisor";
+};
+
+using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+
+void write_line(self_ptr self, std::string line) {
+  line.push_back('\n');
+  self->state.loop->write(self->state.proc_id, std::move(line));
+}
+
+void answer_status(self_ptr self) {
+  for (auto& rp : self->state.status_waiters) rp.deliver(self->state.info);
+  self->state.status_waiters.clear();
+}
+
+void start_process(self_ptr self) {
+  auto& st = self->state;
+  ++st.gen;
+  st.info.state = extension_state::starting;
+  st.alive = true;
+  st.expected_exit = false;
+  st.started_at = now_ms();
+  io::spawn_request req;
+  req.argv = st.cfg.argv;
+  req.cwd = st.cfg.folder;
+  req.env = st.cfg.env;
+  req.max_line_bytes = st.cfg.max_line_bytes;
+  req.stderr_log = st.cfg.stderr_log;
+  // The loop thread reaches the actor only through its mailbox.
+  auto me = caf::actor_cast<caf::actor>(self);
+  std::uint64_t gen = st.gen;
+  io::process_callbacks cb;
+  cb.on_lines = [me, gen](std::vector<std::string>&& lines) { caf::anon_send(me, lines_atom::value, gen, std::move(lines)); };
+  cb.on_spawn_error = [me, gen](std::string why) { caf::anon_send(me, spawnfail_atom::value, gen, std::move(why)); };
+  cb.on_exit = [me, gen](io::process_exit e) { caf::anon_send(me, exited_atom::value, gen, std::move(e)); };
+  st.proc_id = st.loop->spawn(std::move(req), std::move(cb));
+  st.init_id = ++st.next_id;
+  json params = {{"protocolVersion", "0.1.0"}, {"capabilities", {{"tools", true}}}, {"config", st.cfg.init_config}};
+  write_line(self, io::encode_request(st.init_id, "initialize", params));
+  self->delayed_send(self, milliseconds(st.cfg.handshake_ms), timeout_atom::value, gen, std::int64_t{0});
+}
+
+void send_call(self_ptr self, tool_call call, caf::typed_response_promise<call_result> rp) {
+  auto& st = self->state;
+  std::int64_t id = ++st.next_id;
+  json params = {{"toolCallId", call.tool_call_id},
+                 {"toolName", call.tool},
+                 {"input", std::move(call.input)},
+                 {"context", {{"cwd", call.cwd}, {"sessionId", call.session_id}}}};
+  write_line(self, io::encode_request(id, "tools/execute", params));
+  std::uint64_t timeout = call.timeout_ms ? call.timeout_ms : st.cfg.call_timeout_ms;
+  st.calls.emplace(id, inflight{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to)});
+  self->delayed_send(self, milliseconds(timeout), timeout_atom::value, st.gen, id);
+}
+
+// Starts the cancel chain for call `id`: notify, wait the grace, SIGTERM, wait, SIGKILL.
+void begin_kill_chain(self_ptr self, std::int64_t id, std::uint64_t grace_ms) {
+  auto& st = self->state;
+  st.cancelled[id] = st.gen;
+  self->delayed_send(self, milliseconds(grace_ms), killstep_atom::value, st.gen, id, 1);
+}
+
+void fail_all(self_ptr self, const call_result& why) {
+  auto& st = self->state;
+  for (auto& [id, c] : st.calls) c.rp.deliver(why);
+  st.calls.clear();
+  st.cancelled.clear();
+}
+
+void mark_failed(self_ptr self, std::string reason) {
+  auto& st = self->state;
+  st.info.state = extension_state::failed;
+  st.info.reason = std::move(reason);
+  for (auto& q : st.waiting)
+    q.rp.deliver(error_result(io::rpc_error::method_not_found,
+                              "extension '" + st.cfg.name + "' failed: " + st.info.reason, json{{"reason", st.info.reason}}));
+  st.waiting.clear();
+  answer_status(self);
+}
+
+void on_ready(self_ptr self, const json& result) {
+  auto& st = self->state;
+  if (!result.is_object() || !result.contains("tools") || !result["tools"].is_array()) {
+    st.loop->kill_for_violation(st.proc_id, "its initialize reply has no tools array");
+    return;
+  }
+  st.info.tools = result["tools"];
+  st.info.state = extension_state::ready;
+  st.info.reason.clear();
+  st.info.start_ms = now_ms() - st.started_at;
+  answer_status(self);
+  while (!st.waiting.empty()) {
+    auto q = std::move(st.waiting.front());
+    st.waiting.pop_front();
+    send_call(self, std::move(q.call), std::move(q.rp));
+  }
+}
+
+// A response or error response to one of dhara's requests.
+void on_answer(self_ptr self, const nlohmann::json& raw_id, const call_result& outcome) {
+  auto& st = self->state;
+  if (!raw_id.is_number_integer()) return;  // not an id dhara issued: ignore
+  std::int64_t id = raw_id.get<std::int64_t>();
+  if (id == st.init_id && st.info.state == extension_state::starting) {
+    if (!outcome.ok) {
+      st.loop->kill_for_violation(st.proc_id, "initialize failed: " + outcome.message);
+      return;
+    }
+    on_ready(self, outcome.result);
+    return;
+  }
+  st.cancelled.erase(id);  // a late answer to a cancelled call stops its kill chain
+  auto it = st.calls.find(id);
+  if (it == st.calls.end()) return;  // unknown or duplicate id: nothing waits for it
+  it->second.rp.deliver(outcome);
+  st.calls.erase(it);
+}
+
+void on_progress(self_ptr self, const json& params) {
+  auto& st = self->state;
+  if (!params.is_object()) return;
+  auto tc = params.find("toolCallId");
+  if (tc == params.end() || !tc->is_string()) return;
+  for (auto& [id, c] : st.calls) {
+    if (c.tool_call_id == tc->get_ref<const std::string&>() && c.progress_to) {
+      caf::anon_send(c.progress_to, progress_atom::value, c.tool_call_id, params.value("update", json(nullptr)));
+      break;
+    }
+  }
+}
+
+void on_message(self_ptr self, const io::rpc_message& m) {
+  if (auto* r = std::get_if<io::rpc_response>(&m)) {
+    on_answer(self, r->id, call_result{true, r->result, 0, {}, nullptr});
+  } else if (auto* e = std::get_if<io::rpc_error_response>(&m)) {
+    on_answer(self, e->id, error_result(e->code, e->message, e->data));
+  } else if (auto* n = std::get_if<io::rpc_notification>(&m)) {
+    if (n->method == "tools/progress") on_progress(self, n->params);
+  } else if (auto* q = std::get_if<io::rpc_request>(&m)) {
+    // The host API (DESIGN §5). SEAM: the enforcement issue routes these requests through the
+    // capability checker; until then every host request is refused.
+    write_line(self, io::encode_error(q->id, io::rpc_error::method_not_found,
+                                      "the host API is not available in this version of dhara",
+                                      json{{"method", q->method}}));
+  }
+}
+
+void on_exit(self_ptr self, io::process_exit e) {
+  auto& st = self->state;
+  st.alive = false;
+  if (st.stopping) {
+    st.info.state = extension_state::stopped;
+    fail_all(self, error_result(io::rpc_error::cancelled, "dhara is shutting down"));
+    for (auto& rp : st.shutdown_waiters) rp.deliver(true);
+    st.shutdown_waiters.clear();
+    answer_status(self);
+    self->quit();
+    return;
+  }
+  json data = {{"exitCode", e.term_signal ? json(nullptr) : json(e.exit_status)},
+               {"signal", signal_name(e.term_signal)},
+               {"stderrTail", e.stderr_tail.size() > 2048 ? e.stderr_tail.substr(e.stderr_tail.size() - 2048) : e.stderr_tail}};
+  std::string what = e.violation.empty() ? "extension '" + st.cfg.name + "' crashed"
+                                         : "extension '" + st.cfg.name + "' broke the protocol: " + e.violation;
+  if (!e.violation.empty()) data["violation"] = e.violation;
+  fail_all(self, error_result(io::rpc_error::crashed, what, data));
+  bool counts = !st.expected_exit;
+  std::int64_t now = now_ms();
+  if (counts) {
+    st.restart_times.push_back(now);
+    while (!st.restart_times.empty() && now - st.restart_times.front() > static_cast<std::int64_t>(st.cfg.restart_window_ms))
+      st.restart_times.pop_front();
+    if (st.restart_times.size() > st.cfg.max_restarts) {
+      mark_failed(self, what + " " + std::to_string(st.restart_times.size()) + " times within " +
+                            std::to_string(st.cfg.restart_window_ms / 1000) + " s; not restarting");
+      return;
+    }
+  }
+  ++st.info.restarts;
+  // Backoff: 50 ms, 100 ms, 200 ms … up to 2 s, by the number of recent crashes.
+  std::uint64_t backoff = counts ? std::min<std::uint64_t>(2000, 50ull << (st.restart_times.size() - 1)) : 0;
+  st.info.state = extension_state::starting;
+  self->delayed_send(self, milliseconds(backoff), restart_atom::value, st.gen);
+}
+
+}  // namespace
+
+supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::event_loop> loop,
+                                  supervisor_config config) {
+  return sys.spawn([](self_ptr self, std::shared_ptr<io::event_loop> lp,
+                      supervisor_config cfg) -> supervisor_actor::behavior_type {
+    auto& st = self->state;
+    st.loop = std::move(lp);
+    st.info.name = cfg.name;
+    st.info.version = cfg.version;
+    st.cfg = std::move(cfg);
+    start_process(self);
+    return {
+        [=](execute_atom, tool_call& call) -> caf::typed_response_promise<call_result> {
+          auto& s = self->state;
+          auto rp = self->make_response_promise<call_result>();
+          if (s.info.state == extension_state::failed || s.stopping) {
+            rp.deliver(error_result(io::rpc_error::method_not_found,
+                                    "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
+                                    json{{"reason", s.info.reason}}));
+          } else if (s.info.state == extension_state::ready) {
+            send_call(self, std::move(call), rp);
+          } else {
+            s.waiting.push_back({std::move(call), rp});
+          }
+          return rp;
+        },
+        [=](cancel_atom, const std::string& tool_call_id) {
+          auto& s = self->state;
+          for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
+            if (it->call.tool_call_id != tool_call_id) continue;
+            it->rp.deliver(error_result(io::rpc_error::cancelled, "cancelled"));
+            s.waiting.erase(it);
+            return;
+          }
+          for (auto it = s.calls.begin(); it != s.calls.end(); ++it) {
+            if (it->second.tool_call_id != tool_call_id) continue;
+            it->second.rp.deliver(error_result(io::rpc_error::cancelled, "cancelled"));
+            std::int64_t id = it->first;
+            s.calls.erase(it);
+            write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tool_call_id}}));
+            begin_kill_chain(self, id, s.cfg.cancel_grace_ms);
+            return;
+          }
+        },
+        [=](status_atom) -> caf::typed_response_promise<extension_info> {
+          auto rp = self->make_response_promise<extension_info>();
+          if (self->state.info.state == extension_state::starting)
+            self->state.status_waiters.push_back(rp);
+          else
+            rp.deliver(self->state.info);
+          return rp;
+        },
+        [=](shutdown_atom) -> caf::typed_response_promise<bool> {
+          auto& s = self->state;
+          auto rp = self->make_response_promise<bool>();
+          s.shutdown_waiters.push_back(rp);
+          if (s.stopping) return rp;
+          s.stopping = true;
+          if (!s.alive) {
+            on_exit(self, {});
+            return rp;
+          }
+          write_line(self, io::encode_request(++s.next_id, "shutdown", json::object()));
+          self->delayed_send(self, milliseconds(s.cfg.cancel_grace_ms), killstep_atom::value, s.gen, std::int64_t{0}, 1);
+          return rp;
+        },
+        [=](lines_atom, std::uint64_t gen, std::vector<std::string>& lines) {
+          auto& s = self->state;
+          if (gen != s.gen) return;
+          for (const std::string& line : lines) {
+            auto msg = io::parse_rpc(line);
+            if (!msg) {
+              s.loop->kill_for_violation(s.proc_id, "it wrote a line that is not JSON-RPC: " + msg.err().message);
+              return;
+            }
+            on_message(self, *msg);
+          }
+        },
+        [=](exited_atom, std::uint64_t gen, io::process_exit& e) {
+          if (gen == self->state.gen) on_exit(self, std::move(e));
+        },
+        [=](spawnfail_atom, std::uint64_t gen, const std::string& why) {
+          auto& s = self->state;
+          if (gen != s.gen) return;
+          s.alive = false;
+          fail_all(self, error_result(io::rpc_error::crashed, "extension '" + s.cfg.name + "' could not start: " + why));
+          // A missing interpreter or file does not fix itself: no restart loop.
+          mark_failed(self, "cannot start '" + s.cfg.argv.front() + "': " + why);
+          if (s.stopping) on_exit(self, {});
+        },
+        [=](timeout_atom, std::uint64_t gen, std::int64_t id) {
+          auto& s = self->state;
+          if (gen != s.gen || !s.alive) return;
+          if (id == 0) {
+            if (s.info.state != extension_state::starting) return;
+            s.loop->kill_for_violation(s.proc_id, "it did not answer initialize within " +
+                                                      std::to_string(s.cfg.handshake_ms) + " ms");
+            return;
+          }
+          auto it = s.calls.find(id);
+          if (it == s.calls.end()) return;
+          it->second.rp.deliver(error_result(io::rpc_error::cancelled, "the call timed out", json{{"timeout", true}}));
+          std::string tcid = it->second.tool_call_id;
+          s.calls.erase(it);
+          write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tcid}}));
+          begin_kill_chain(self, id, s.cfg.cancel_grace_ms);
+        },
+        [=](restart_atom, std::uint64_t gen) {
+          auto& s = self->state;
+          if (gen == s.gen && !s.alive && !s.stopping && s.info.state != extension_state::failed) start_process(self);
+        },
+        [=](killstep_atom, std::uint64_t gen, std::int64_t id, int step) {
+          auto& s = self->state;
+          if (gen != s.gen || !s.alive) return;
+          if (id != 0 && !s.cancelled.count(id)) return;  // it answered in time
+          s.expected_exit = true;
+          if (step == 1) {
+            s.loop->signal(s.proc_id, SIGTERM);
+            self->delayed_send(self, milliseconds(s.cfg.kill_grace_ms), killstep_atom::value, gen, id, 2);
+          } else {
+            s.loop->signal(s.proc_id, SIGKILL);
+          }
+        },
+    };
+  }, std::move(loop), std::move(config));
+}
+
+}  // namespace dhara::actors

@@ -1,0 +1,184 @@
+// The headless batch runner: a driver actor keeps up to N calls in flight and prints each
+// result line as it arrives.
+#include "broker/batch.hpp"
+
+#include <chrono>
+#include <variant>
+
+#include <caf/all.hpp>
+
+#include "io/jsonrpc.hpp"
+#include "policy/json_text.hpp"
+
+namespace dhara::broker {
+namespace {
+
+using json = nlohmann::json;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
+// One printed line (DESIGN §9): id, tool, extension, status, then result or error.
+json result_line(const batch_call& c, const std::string& extension, const actors::call_result& r) {
+  json line = {{"id", c.id}, {"tool", c.tool}, {"extension", extension.empty() ? json(nullptr) : json(extension)}};
+  if (r.ok) {
+    bool is_error = r.result.is_object() && r.result.value("isError", false);
+    line["status"] = is_error ? "error" : "ok";
+    line["result"] = r.result;
+    return line;
+  }
+  switch (r.code) {
+    case io::rpc_error::denied: line["status"] = "denied"; break;
+    case io::rpc_error::cancelled: line["status"] = "cancelled"; break;
+    default: line["status"] = "error"; break;
+  }
+  json err = {{"code", r.code}, {"message", r.message}};
+  if (!r.data.is_null()) err["data"] = r.data;
+  line["error"] = std::move(err);
+  return line;
+}
+
+void count(batch_summary& s, const json& line) {
+  const std::string& st = line["status"].get_ref<const std::string&>();
+  if (st == "ok") ++s.ok;
+  else if (st == "denied") ++s.denied;
+  else if (st == "rejected") ++s.rejected;
+  else if (st == "cancelled") ++s.cancelled;
+  else ++s.error;
+}
+
+struct driver_state {
+  std::vector<batch_call> calls;
+  std::size_t next = 0;
+  std::size_t inflight = 0;
+  batch_summary summary;
+  caf::typed_response_promise<batch_summary> done;
+  static inline const char* name = "batch_driver";
+};
+
+}  // namespace
+}  // namespace dhara::broker
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::broker::batch_summary)
+
+namespace dhara::broker {
+
+std::vector<batch_call> parse_batch(std::string_view text) {
+  std::vector<batch_call> calls;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    batch_call c;
+    c.id = line_no;
+    auto parsed = policy::parse_json_text(line, "");
+    json doc = parsed ? std::move(*parsed) : json();
+    if (!parsed) {
+      c.error_code = io::rpc_error::parse;
+      c.error_message = "batch line " + std::to_string(line_no) + " is not JSON (" + parsed.err().message + ")";
+    } else if (!doc.is_object() || !doc.contains("tool") || !doc["tool"].is_string() ||
+               (doc.contains("input") && !doc["input"].is_object()) ||
+               (doc.contains("extension") && !doc["extension"].is_string())) {
+      c.error_code = io::rpc_error::invalid_request;
+      c.error_message = "line " + std::to_string(line_no) +
+                        " is not a call: expected {\"tool\": \"name\", \"input\": {...}} with optional \"extension\" and \"id\"";
+    } else {
+      c.tool = doc["tool"].get<std::string>();
+      if (doc.contains("input")) c.input = doc["input"];
+      if (doc.contains("extension")) c.extension = doc["extension"].get<std::string>();
+    }
+    if (doc.is_object() && doc.contains("id") && (doc["id"].is_string() || doc["id"].is_number())) c.id = doc["id"];
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
+
+batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std::vector<batch_call> calls,
+                        const batch_options& options, std::FILE* out) {
+  auto started = std::chrono::steady_clock::now();
+  using driver_actor = caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>>;
+  auto print = [out](const json& line) {
+    std::string s = line.dump(-1, ' ', false, json::error_handler_t::replace);
+    s.push_back('\n');
+    std::fwrite(s.data(), 1, s.size(), out);
+    std::fflush(out);  // each result is visible as soon as its call finishes
+  };
+  auto driver = sys.spawn([&host, options, print](driver_actor::stateful_pointer<driver_state> self,
+                                                   std::vector<batch_call> all) -> driver_actor::behavior_type {
+    self->state.calls = std::move(all);
+    // Starts calls until `concurrency` are in flight; lines that fail before reaching an
+    // extension are answered here and then.
+    auto finish_one = [self, print](const json& line) {
+      count(self->state.summary, line);
+      print(line);
+    };
+    auto dispatch = std::make_shared<std::function<void()>>();
+    // The function refers to itself weakly; pending replies hold it strongly.
+    *dispatch = [self, &host, options, finish_one, weak = std::weak_ptr<std::function<void()>>(dispatch)] {
+      auto& st = self->state;
+      auto again = weak.lock();
+      while (st.inflight < std::max<std::size_t>(1, options.concurrency) && st.next < st.calls.size()) {
+        std::size_t index = st.next++;
+        const batch_call& c = st.calls[index];
+        if (c.error_code != 0) {
+          finish_one(result_line(c, {}, actors::call_result{false, nullptr, c.error_code, c.error_message, nullptr}));
+          continue;
+        }
+        auto resolved = host.resolve(c.tool, c.extension);
+        if (auto* err = std::get_if<resolve_error>(&resolved)) {
+          json data = err->reason.empty() ? json(nullptr) : json{{"reason", err->reason}};
+          finish_one(result_line(c, c.extension, actors::call_result{false, nullptr, io::rpc_error::method_not_found, err->message, data}));
+          continue;
+        }
+        const registered_tool& tool = std::get<registered_tool>(resolved);
+        // SEAM: the capability checker of the enforcement issue decides here, before the
+        // call reaches the extension. In this version every resolved call runs (auto mode).
+        actors::tool_call call;
+        call.tool_call_id = "call-" + std::to_string(index + 1);
+        call.tool = tool.name;
+        call.input = c.input;
+        call.cwd = options.cwd;
+        call.session_id = options.session_id;
+        ++st.inflight;
+        std::string ext = tool.extension;
+        self->request(host.supervisor(ext), caf::infinite, actors::execute_atom::value, std::move(call))
+            .then(
+                [self, index, ext, finish_one, again](actors::call_result& r) {
+                  --self->state.inflight;
+                  finish_one(result_line(self->state.calls[index], ext, r));
+                  (*again)();
+                },
+                [self, index, ext, finish_one, again](caf::error& e) {
+                  --self->state.inflight;
+                  finish_one(result_line(self->state.calls[index], ext,
+                                         actors::call_result{false, nullptr, io::rpc_error::crashed,
+                                                             "the extension's supervisor is gone: " + self->system().render(e), nullptr}));
+                  (*again)();
+                });
+      }
+      if (st.inflight == 0 && st.next == st.calls.size() && st.done.pending()) {
+        st.done.deliver(st.summary);
+        self->quit();
+      }
+    };
+    return {
+        [self, dispatch](run_atom) -> caf::typed_response_promise<batch_summary> {
+          self->state.done = self->make_response_promise<batch_summary>();
+          (*dispatch)();
+          return self->state.done;
+        },
+    };
+  }, std::move(calls));
+
+  batch_summary summary;
+  caf::scoped_actor self{sys};
+  self->request(driver, caf::infinite, run_atom::value)
+      .receive([&](batch_summary& s) { summary = s; }, [&](caf::error&) { summary.exit_code = 1; });
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (summary.error + summary.cancelled > 0) summary.exit_code = 4;
+  else if (summary.denied + summary.rejected > 0) summary.exit_code = 3;
+  return summary;
+}
+
+}  // namespace dhara::broker

@@ -1,0 +1,46 @@
+// The headless batch (`dhara run --calls`, DESIGN §6 and §9 "Batch output"): one call per
+// input line, one JSON result per line on stdout as each call finishes, a summary on stderr,
+// and the exit code by precedence 4 > 3 > 0.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "broker/extension_host.hpp"
+
+namespace dhara::broker {
+
+/// One line of the batch file, decoded (or the error that line produces).
+struct batch_call {
+  nlohmann::json id;               ///< the input's id, else its 1-based line number
+  std::string tool;
+  std::string extension;
+  nlohmann::json input = nlohmann::json::object();
+  int error_code = 0;              ///< non-zero: the line itself is bad (-32700, -32600)
+  std::string error_message;
+};
+
+/// Decodes the batch text: blank lines are skipped but counted for line numbers.
+std::vector<batch_call> parse_batch(std::string_view text);
+
+struct batch_options {
+  std::size_t concurrency = 1;     ///< calls in flight at once (-j)
+  std::string session_id;
+  std::string cwd;
+};
+
+/// What the batch did.
+struct batch_summary {
+  std::size_t ok = 0, error = 0, denied = 0, rejected = 0, cancelled = 0;
+  double seconds = 0;
+  int exit_code = 0;               ///< 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
+};
+
+/// Runs the calls through the host's extensions, writing result lines to `out` as they finish.
+batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std::vector<batch_call> calls,
+                        const batch_options& options, std::FILE* out);
+
+}  // namespace dhara::broker

@@ -1,0 +1,209 @@
+// Starting a session's extensions and routing tool names to them.
+#include "broker/extension_host.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <variant>
+
+#include <caf/all.hpp>
+
+#include "io/path_resolver.hpp"
+
+namespace dhara::broker {
+namespace {
+
+using json = nlohmann::json;
+
+// Runs argv (absolute argv[0]) without a shell and returns its first stdout line ("" on
+// any failure). Used once per interpreter per session.
+std::string first_line_of(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {};
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    int devnull = ::open("/dev/null", O_RDWR);
+    if (devnull >= 0) ::dup2(devnull, 0), ::dup2(devnull, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 && out.size() < 65536) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
+  return out.substr(0, out.find('\n'));
+}
+
+}  // namespace
+
+policy::result<std::string> interpreter_cache::resolve(const std::string& argv0, const std::string& cwd) {
+  std::string key = argv0.find('/') == std::string::npos ? argv0 : cwd + "\n" + argv0;
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  io::path_executable_locator locator(path_env_, cwd);
+  auto found = locator.locate(argv0);
+  if (!found) return found.err();
+  std::string exe = *found;
+  // Interpreters behind wrapper scripts (pyenv shims cost ~100 ms per start): ask the real
+  // interpreter where it lives, once.
+  std::string base = std::string(policy::basename_of(argv0));
+  std::string real;
+  if (base == "python3" || base == "python")
+    real = first_line_of({exe, "-c", "import sys; print(sys.executable)"});
+  else if (base == "node" || base == "nodejs")
+    real = first_line_of({exe, "-e", "console.log(process.execPath)"});
+  if (!real.empty() && real.front() == '/' && ::access(real.c_str(), X_OK) == 0) exe = real;
+  cache_[key] = exe;
+  return exe;
+}
+
+std::vector<std::string> extension_environment(const std::string& name, bool full, char** env) {
+  std::vector<std::string> out;
+  for (char** e = env; e && *e; ++e) {
+    std::string_view kv(*e);
+    std::string_view key = kv.substr(0, kv.find('='));
+    if (key == "DHARA_EXTENSION") continue;
+    bool keep = full || key == "PATH" || key == "HOME" || key == "LANG" || key == "TERM" || key == "TMPDIR" ||
+                key.starts_with("LC_");
+    if (keep) out.emplace_back(kv);
+  }
+  out.push_back("DHARA_EXTENSION=" + name);
+  return out;
+}
+
+extension_host::extension_host(caf::actor_system& sys, const loaded_policy& policy)
+    : sys_(sys), policy_(policy), loop_(std::make_shared<io::event_loop>()) {}
+
+extension_host::~extension_host() { shutdown(); }
+
+void extension_host::start() {
+  const policy::settings& cfg = policy_.settings;
+  std::string logs = policy_.where.dhara_home + "/logs";
+  ::mkdir(policy_.where.dhara_home.c_str(), 0700);
+  ::mkdir(logs.c_str(), 0700);
+  const char* path_env = std::getenv("PATH");
+  interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
+
+  std::vector<std::string> started;
+  for (const discovered_extension& e : policy_.extensions) {
+    const policy::manifest& m = e.manifest;
+    actors::supervisor_config sc;
+    sc.name = m.name;
+    sc.version = m.version;
+    sc.folder = e.folder;
+    sc.argv = m.argv;
+    auto exe = interpreters.resolve(m.argv.front(), e.folder);
+    if (!exe) {
+      actors::extension_info info;
+      info.name = m.name;
+      info.version = m.version;
+      info.state = actors::extension_state::failed;
+      info.reason = "cannot start: " + exe.err().message;
+      infos_.push_back(std::move(info));
+      continue;
+    }
+    sc.argv.front() = *exe;
+    bool full_env = cfg.level == policy::security_level::yolo;
+    if (auto it = policy_.snapshot->extensions.find(m.name); it != policy_.snapshot->extensions.end())
+      full_env = full_env || (it->second.approved_by_user | it->second.approved_by_author).contains(policy::capability::secrets_env);
+    sc.env = extension_environment(m.name, full_env, environ);
+    std::string log_name = m.name;
+    for (char& c : log_name)
+      if (c == '/') c = '+';  // @scope/name → one file
+    sc.stderr_log = logs + "/" + log_name + ".log";
+    sc.call_timeout_ms = cfg.call_timeout_ms;
+    sc.cancel_grace_ms = cfg.cancel_grace_ms;
+    sc.kill_grace_ms = cfg.kill_grace_ms;
+    sc.max_restarts = cfg.max_restarts;
+    sc.restart_window_ms = cfg.restart_window_ms;
+    sc.max_line_bytes = cfg.max_line_bytes;
+    supervisors_.emplace(m.name, actors::spawn_supervisor(sys_, loop_, std::move(sc)));
+    started.push_back(m.name);
+  }
+
+  // Every supervisor is starting its process now; collect the handshakes.
+  caf::scoped_actor self{sys_};
+  for (const std::string& name : started) {
+    self->request(supervisors_.at(name), caf::infinite, actors::status_atom::value)
+        .receive([&](actors::extension_info& info) { infos_.push_back(std::move(info)); },
+                 [&](caf::error& err) {
+                   actors::extension_info info;
+                   info.name = name;
+                   info.state = actors::extension_state::failed;
+                   info.reason = sys_.render(err);
+                   infos_.push_back(std::move(info));
+                 });
+  }
+  std::sort(infos_.begin(), infos_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (const actors::extension_info& info : infos_) {
+    if (info.state != actors::extension_state::ready) continue;
+    for (const json& t : info.tools) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+      registered_tool rt{info.name, t["name"].get<std::string>(), t};
+      by_bare_name_[rt.name].push_back(rt);
+      by_qualified_name_[info.name + "/" + rt.name] = rt;
+    }
+  }
+}
+
+std::variant<registered_tool, resolve_error> extension_host::resolve(const std::string& tool,
+                                                                     const std::string& extension) const {
+  std::string qualified = extension.empty() ? tool : extension + "/" + tool;
+  if (auto it = by_qualified_name_.find(qualified); it != by_qualified_name_.end()) return it->second;
+  if (extension.empty()) {
+    if (auto it = by_bare_name_.find(tool); it != by_bare_name_.end()) {
+      if (it->second.size() == 1) return it->second.front();
+      std::string names;
+      for (const registered_tool& t : it->second) names += (names.empty() ? "" : ", ") + t.extension + "/" + t.name;
+      return resolve_error{"the tool name '" + tool + "' is ambiguous; use one of " + names, {}};
+    }
+  }
+  // Name the reason when the tool would belong to an extension that is not running.
+  std::string ext = extension;
+  if (ext.empty() && tool.find('/') != std::string::npos) ext = tool.substr(0, tool.rfind('/'));
+  for (const actors::extension_info& info : infos_)
+    if (info.name == ext && info.state != actors::extension_state::ready)
+      return resolve_error{"extension '" + ext + "' is " + std::string(actors::to_string(info.state)), info.reason};
+  for (const skipped_extension& s : policy_.skipped)
+    if (!ext.empty() && s.folder.ends_with("/" + ext)) return resolve_error{"extension '" + ext + "' was skipped", s.reason};
+  return resolve_error{"unknown tool '" + qualified + "'; 'dhara extensions list' shows the tools", {}};
+}
+
+actors::supervisor_actor extension_host::supervisor(const std::string& extension) const {
+  auto it = supervisors_.find(extension);
+  return it == supervisors_.end() ? actors::supervisor_actor{} : it->second;
+}
+
+void extension_host::shutdown() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (!supervisors_.empty()) {
+    caf::scoped_actor self{sys_};
+    // All requests first, so every extension stops in parallel; the kill chain bounds each.
+    auto bound = std::chrono::milliseconds(policy_.settings.cancel_grace_ms + policy_.settings.kill_grace_ms + 1000);
+    using handle = decltype(self->request(supervisors_.begin()->second, bound, actors::shutdown_atom::value));
+    std::vector<handle> pending;
+    for (auto& [name, sup] : supervisors_) pending.push_back(self->request(sup, bound, actors::shutdown_atom::value));
+    for (auto& h : pending) h.receive([](bool) {}, [](caf::error&) {});
+  }
+  loop_->stop(policy_.settings.kill_grace_ms);
+  supervisors_.clear();
+}
+
+}  // namespace dhara::broker

@@ -1,0 +1,84 @@
+// The extensions of one session: starts a supervisor per loaded extension (all in
+// parallel), waits for their handshakes, and keeps the tool registry that routes a tool
+// name (bare when unique, `extension/tool` always) to its supervisor.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/extension_supervisor.hpp"
+#include "broker/policy_loader.hpp"
+
+namespace dhara::broker {
+
+/// A tool the registry knows.
+struct registered_tool {
+  std::string extension;
+  std::string name;
+  nlohmann::json declaration;  ///< {name, description, parameters, capabilities?}
+};
+
+/// Why a tool name did not resolve: -32601 with a sentence and, for a skipped or failed
+/// extension, its reason.
+struct resolve_error {
+  std::string message;
+  std::string reason;
+};
+
+/// Resolves interpreters once per session: `python3`/`python`/`node` past wrapper scripts
+/// (pyenv shims) to the real executable, anything else through PATH.
+class interpreter_cache {
+ public:
+  explicit interpreter_cache(std::string path_env) : path_env_(std::move(path_env)) {}
+  /// The absolute path for argv[0], or an error sentence.
+  policy::result<std::string> resolve(const std::string& argv0, const std::string& cwd);
+
+ private:
+  std::string path_env_;
+  std::map<std::string, std::string> cache_;
+};
+
+/// The environment an extension gets (DESIGN §5): PATH, HOME, LANG, LC_*, TERM, TMPDIR from
+/// `environ`, plus DHARA_EXTENSION=<name>; everything only with secrets:env approved.
+std::vector<std::string> extension_environment(const std::string& name, bool full, char** environ_);
+
+class extension_host {
+ public:
+  extension_host(caf::actor_system& sys, const loaded_policy& policy);
+  ~extension_host();
+
+  /// Starts every loaded extension in parallel; returns once each is ready or failed.
+  void start();
+  /// Every extension's state, in name order (after start()).
+  const std::vector<actors::extension_info>& extensions() const { return infos_; }
+  /// Extensions that were not loaded, with the reason.
+  const std::vector<skipped_extension>& skipped() const { return policy_.skipped; }
+  /// Resolves a tool name, optionally within one extension.
+  std::variant<registered_tool, resolve_error> resolve(const std::string& tool,
+                                                       const std::string& extension) const;
+  /// The supervisor of a started extension (invalid handle when unknown).
+  actors::supervisor_actor supervisor(const std::string& extension) const;
+  /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.
+  void shutdown();
+  /// The loop, for tests that count live processes.
+  const io::event_loop& loop() const { return *loop_; }
+
+ private:
+  caf::actor_system& sys_;
+  const loaded_policy& policy_;
+  std::shared_ptr<io::event_loop> loop_;
+  std::map<std::string, actors::supervisor_actor> supervisors_;
+  std::vector<actors::extension_info> infos_;
+  std::map<std::string, std::vector<registered_tool>> by_bare_name_;
+  std::map<std::string, registered_tool> by_qualified_name_;
+  bool stopped_ = false;
+};
+
+}  // namespace dhara::broker

@@ -1,0 +1,355 @@
+// The libuv loop thread and its extension processes (see event_loop.hpp).
+#include "io/event_loop.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <csignal>
+#include <cstring>
+#include <unordered_map>
+
+#include "io/line_framer.hpp"
+
+namespace dhara::io {
+
+namespace {
+constexpr std::size_t read_buffer_bytes = 64 * 1024;
+constexpr std::size_t stderr_tail_bytes = 4 * 1024;
+// After the process itself exited, how long its stdout may stay open (a grandchild holding
+// the pipe) before it is closed by force.
+constexpr std::uint64_t eof_after_exit_ms = 200;
+}  // namespace
+
+// One extension process and its three pipes. Lives on the loop thread only.
+struct proc {
+  event_loop::impl* owner = nullptr;
+  std::uint64_t id = 0;
+  process_callbacks cb;
+  spawn_request req;
+  uv_process_t handle{};
+  uv_pipe_t in{}, out{}, err{};
+  uv_timer_t eof_timer{};
+  int open_handles = 0;  // freed when the last one closes
+  int pid = 0;
+  bool exited = false, out_eof = false, err_eof = false, reported = false, reading = true;
+  process_exit exit;
+  std::unique_ptr<line_framer> framer;
+  char buf[read_buffer_bytes];
+  int log_fd = -1;
+  std::size_t log_bytes = 0;
+};
+
+struct event_loop::impl {
+  event_loop* self = nullptr;
+  uv_loop_t loop{};
+  uv_async_t async{};
+  uv_timer_t kill_timer{};
+  bool stopping = false;
+  bool finished = false;
+  std::unordered_map<std::uint64_t, proc*> procs;
+
+  proc* find(std::uint64_t id) {
+    auto it = procs.find(id);
+    return it == procs.end() ? nullptr : it->second;
+  }
+
+  static void close_one(uv_handle_t* h) {
+    if (uv_is_closing(h)) return;
+    uv_close(h, [](uv_handle_t* closed) {
+      auto* p = static_cast<proc*>(closed->data);
+      if (--p->open_handles == 0) {
+        if (p->log_fd >= 0) ::close(p->log_fd);
+        p->owner->procs.erase(p->id);
+        delete p;
+      }
+    });
+  }
+
+  void kill_group(proc* p, int signum) {
+    if (p->pid > 0 && !p->reported) ::kill(-p->pid, signum);  // the whole process group
+  }
+
+  void maybe_report(proc* p) {
+    if (p->reported || !p->exited || !p->out_eof) return;
+    p->reported = true;
+    kill_group(p, SIGKILL);  // leave no grandchild behind
+    close_one(reinterpret_cast<uv_handle_t*>(&p->in));
+    close_one(reinterpret_cast<uv_handle_t*>(&p->out));
+    close_one(reinterpret_cast<uv_handle_t*>(&p->err));
+    close_one(reinterpret_cast<uv_handle_t*>(&p->eof_timer));
+    close_one(reinterpret_cast<uv_handle_t*>(&p->handle));
+    self->live_.fetch_sub(1);
+    if (p->cb.on_exit) p->cb.on_exit(std::move(p->exit));
+    if (stopping && self->live_.load() == 0) finish_stop();
+  }
+
+  void violation(proc* p, std::string reason) {
+    if (p->exit.violation.empty()) p->exit.violation = std::move(reason);
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
+    kill_group(p, SIGKILL);
+  }
+
+  void on_stdout(proc* p, ssize_t n) {
+    if (n < 0) {
+      p->out_eof = true;
+      uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
+      maybe_report(p);
+      return;
+    }
+    if (!p->exit.violation.empty()) return;  // already condemned: drop what it still says
+    std::vector<std::string> lines;
+    bool ok = p->framer->feed(std::string_view(p->buf, static_cast<std::size_t>(n)),
+                              [&](std::string_view line) { lines.emplace_back(line); });
+    if (!lines.empty() && p->cb.on_lines) p->cb.on_lines(std::move(lines));
+    if (!ok) violation(p, std::string(p->framer->violation()));
+  }
+
+  void on_stderr(proc* p, ssize_t n) {
+    if (n < 0) {
+      p->err_eof = true;
+      uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->err));
+      return;
+    }
+    std::string_view chunk(p->buf, static_cast<std::size_t>(n));
+    std::string& tail = p->exit.stderr_tail;
+    tail.append(chunk);
+    if (tail.size() > 2 * stderr_tail_bytes) tail.erase(0, tail.size() - stderr_tail_bytes);
+    if (p->req.stderr_log.empty()) return;
+    if (p->log_bytes + chunk.size() > p->req.stderr_log_cap && p->log_fd >= 0) {
+      ::close(p->log_fd);  // rotate: keep one backup
+      std::string backup = p->req.stderr_log + ".1";
+      ::rename(p->req.stderr_log.c_str(), backup.c_str());
+      p->log_fd = -1;
+      p->log_bytes = 0;
+    }
+    if (p->log_fd < 0)
+      p->log_fd = ::open(p->req.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (p->log_fd >= 0 && ::write(p->log_fd, chunk.data(), chunk.size()) > 0) p->log_bytes += chunk.size();
+  }
+
+  void do_spawn(std::uint64_t id, spawn_request req, process_callbacks cb) {
+    auto* p = new proc;
+    p->owner = this;
+    p->id = id;
+    p->cb = std::move(cb);
+    p->req = std::move(req);
+    p->framer = std::make_unique<line_framer>(p->req.max_line_bytes);
+    procs[id] = p;
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&p->handle), reinterpret_cast<uv_handle_t*>(&p->in),
+                           reinterpret_cast<uv_handle_t*>(&p->out), reinterpret_cast<uv_handle_t*>(&p->err),
+                           reinterpret_cast<uv_handle_t*>(&p->eof_timer)}) {
+      h->data = p;
+    }
+    uv_pipe_init(&loop, &p->in, 0);
+    uv_pipe_init(&loop, &p->out, 0);
+    uv_pipe_init(&loop, &p->err, 0);
+    uv_timer_init(&loop, &p->eof_timer);
+    p->open_handles = 5;
+    p->in.data = p->out.data = p->err.data = p->eof_timer.data = p;
+
+    std::vector<char*> args, envp;
+    for (auto& a : p->req.argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : p->req.env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
+    stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(&p->in);
+    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&p->out);
+    stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&p->err);
+    uv_process_options_t opts{};
+    opts.file = p->req.argv.empty() ? "" : p->req.argv[0].c_str();
+    opts.args = args.data();
+    opts.env = envp.data();
+    opts.cwd = p->req.cwd.c_str();
+    opts.stdio_count = 3;
+    opts.stdio = stdio;
+    // Its own process group (setsid), so signals reach whatever it forks too.
+    opts.flags = UV_PROCESS_DETACHED;
+    opts.exit_cb = [](uv_process_t* h, int64_t status, int sig) {
+      auto* pr = static_cast<proc*>(h->data);
+      pr->exited = true;
+      pr->exit.exit_status = status;
+      pr->exit.term_signal = sig;
+      if (!pr->out_eof) {
+        // Kill stragglers in the group, then give stdout a moment to drain before closing.
+        pr->owner->kill_group(pr, SIGKILL);
+        uv_timer_start(&pr->eof_timer, [](uv_timer_t* t) {
+          auto* q = static_cast<proc*>(t->data);
+          q->out_eof = true;
+          q->owner->maybe_report(q);
+        }, eof_after_exit_ms, 0);
+      }
+      pr->owner->maybe_report(pr);
+    };
+    if (p->req.argv.empty()) {
+      fail_spawn(p, "no command to run");
+      return;
+    }
+    int rc = uv_spawn(&loop, &p->handle, &opts);
+    if (rc < 0) {
+      fail_spawn(p, uv_strerror(rc));
+      return;
+    }
+    p->pid = p->handle.pid;
+    self->live_.fetch_add(1);
+    start_reading(p);
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&p->err), alloc, [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
+      auto* pr = static_cast<proc*>(s->data);
+      if (n != 0) pr->owner->on_stderr(pr, n);
+    });
+  }
+
+  // Both pipes read into the process's one buffer: libuv runs alloc, read and callback for
+  // one stream at a time on this thread, and each callback consumes the bytes at once.
+  static void alloc(uv_handle_t* h, size_t, uv_buf_t* b) {
+    auto* pr = static_cast<proc*>(h->data);
+    *b = uv_buf_init(pr->buf, sizeof pr->buf);
+  }
+
+  static void start_reading(proc* p) {
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&p->out), alloc, [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
+      auto* pr = static_cast<proc*>(s->data);
+      if (n != 0) pr->owner->on_stdout(pr, n);
+    });
+  }
+
+  void fail_spawn(proc* p, std::string why) {
+    p->reported = true;  // nothing to report later
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&p->handle), reinterpret_cast<uv_handle_t*>(&p->in),
+                           reinterpret_cast<uv_handle_t*>(&p->out), reinterpret_cast<uv_handle_t*>(&p->err),
+                           reinterpret_cast<uv_handle_t*>(&p->eof_timer)})
+      close_one(h);  // required even after a failed uv_spawn
+    if (p->cb.on_spawn_error) p->cb.on_spawn_error(std::move(why));
+  }
+
+  void do_write(std::uint64_t id, std::string bytes) {
+    proc* p = find(id);
+    if (!p || p->reported || uv_is_closing(reinterpret_cast<uv_handle_t*>(&p->in))) return;
+    auto* stream = reinterpret_cast<uv_stream_t*>(&p->in);
+    if (uv_stream_get_write_queue_size(stream) + bytes.size() > p->req.max_write_queue_bytes) {
+      violation(p, "it does not read its input (more than " + std::to_string(p->req.max_write_queue_bytes) +
+                       " bytes queued)");
+      return;
+    }
+    struct write_req {
+      uv_write_t req;
+      std::string data;
+    };
+    auto* w = new write_req{{}, std::move(bytes)};
+    uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+    int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int) { delete reinterpret_cast<write_req*>(r); });
+    if (rc < 0) delete w;  // the exit report follows
+  }
+
+  void begin_stop(std::uint64_t grace_ms) {
+    stopping = true;
+    for (auto& [id, p] : procs) {
+      if (p->reported) continue;
+      close_one(reinterpret_cast<uv_handle_t*>(&p->in));  // EOF on its stdin
+      kill_group(p, SIGTERM);
+    }
+    uv_timer_start(&kill_timer, [](uv_timer_t* t) {
+      auto* me = static_cast<impl*>(t->data);
+      for (auto& [id, p] : me->procs) me->kill_group(p, SIGKILL);
+    }, grace_ms, 0);
+    if (self->live_.load() == 0) finish_stop();
+  }
+
+  void finish_stop() {
+    if (finished) return;
+    finished = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(&kill_timer), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&async), nullptr);
+  }
+};
+
+event_loop::event_loop() : impl_(std::make_unique<impl>()) {
+  // Writing to a pipe whose reader died raises SIGPIPE, which would kill dhara.
+  std::signal(SIGPIPE, SIG_IGN);
+  impl_->self = this;
+  uv_loop_init(&impl_->loop);
+  uv_async_init(&impl_->loop, &impl_->async, [](uv_async_t* h) {
+    auto* me = static_cast<event_loop*>(h->data);
+    std::vector<std::function<void()>> batch;
+    {
+      std::lock_guard<std::mutex> guard{me->mtx_};
+      batch.swap(me->queue_);
+    }
+    for (auto& f : batch) f();  // async sends coalesce: drain everything
+  });
+  impl_->async.data = this;
+  uv_timer_init(&impl_->loop, &impl_->kill_timer);
+  impl_->kill_timer.data = impl_.get();
+  thread_ = std::thread([this] { uv_run(&impl_->loop, UV_RUN_DEFAULT); });
+}
+
+event_loop::~event_loop() { stop(); }
+
+void event_loop::post(std::function<void()> f) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (stopped_) return;
+  queue_.push_back(std::move(f));
+  uv_async_send(&impl_->async);  // under the lock: never after the handle is closed
+}
+
+std::uint64_t event_loop::spawn(spawn_request request, process_callbacks callbacks) {
+  std::uint64_t id = next_id_.fetch_add(1);
+  post([this, id, r = std::move(request), c = std::move(callbacks)]() mutable {
+    impl_->do_spawn(id, std::move(r), std::move(c));
+  });
+  return id;
+}
+
+void event_loop::write(std::uint64_t id, std::string bytes) {
+  post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
+}
+
+void event_loop::signal(std::uint64_t id, int signum) {
+  post([this, id, signum] {
+    if (proc* p = impl_->find(id)) impl_->kill_group(p, signum);
+  });
+}
+
+void event_loop::kill_for_violation(std::uint64_t id, std::string reason) {
+  post([this, id, r = std::move(reason)]() mutable {
+    if (proc* p = impl_->find(id)) impl_->violation(p, std::move(r));
+  });
+}
+
+void event_loop::pause_reading(std::uint64_t id) {
+  post([this, id] {
+    proc* p = impl_->find(id);
+    if (!p || p->out_eof || !p->reading) return;
+    p->reading = false;
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
+  });
+}
+
+void event_loop::resume_reading(std::uint64_t id) {
+  post([this, id] {
+    proc* p = impl_->find(id);
+    if (!p || p->out_eof || p->reading) return;
+    p->reading = true;
+    impl::start_reading(p);
+  });
+}
+
+void event_loop::stop(std::uint64_t grace_ms) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (stopped_) return;
+    stopped_ = true;
+    queue_.push_back([this, grace_ms] { impl_->begin_stop(grace_ms); });
+    uv_async_send(&impl_->async);
+  }
+  if (thread_.joinable()) thread_.join();
+  loop_close_rc_ = uv_loop_close(&impl_->loop);
+}
+
+}  // namespace dhara::io

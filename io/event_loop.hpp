@@ -1,0 +1,94 @@
+// The libuv loop on its own thread, and the extension processes it owns: spawn with pipes,
+// newline framing of stdout, stderr to a capped log, signals to the process group, writes
+// with a bounded queue, and exit reports. Callers never touch libuv: commands are posted to
+// the loop thread through a uv_async_t, and events come back through callbacks that run on
+// the loop thread (the actor layer turns them into messages).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dhara::io {
+
+/// How to start one extension process.
+struct spawn_request {
+  std::vector<std::string> argv;       ///< argv[0] is an absolute path (resolved once)
+  std::string cwd;                     ///< the extension's folder
+  std::vector<std::string> env;        ///< "KEY=value" entries: the whole environment
+  std::size_t max_line_bytes = 8 * 1024 * 1024;
+  std::size_t max_write_queue_bytes = 64 * 1024 * 1024;  ///< unread input before a violation
+  std::string stderr_log;              ///< file for the process's stderr ("" = discard)
+  std::size_t stderr_log_cap = 10 * 1024 * 1024;         ///< then one rotated backup (.1)
+};
+
+/// How a process ended.
+struct process_exit {
+  std::int64_t exit_status = 0;  ///< meaningful when term_signal == 0
+  int term_signal = 0;           ///< 0 after a normal exit
+  std::string stderr_tail;       ///< the last few KiB of its stderr
+  std::string violation;         ///< non-empty when dhara killed it for a protocol violation
+};
+
+/// Events of one process, called on the loop thread: keep them short and thread-safe towards
+/// their receiver (e.g. caf::anon_send).
+struct process_callbacks {
+  /// Complete stdout lines from one read (several lines per call when they arrived together).
+  std::function<void(std::vector<std::string>&&)> on_lines;
+  /// The process could not be started (uv_spawn failed): the reason.
+  std::function<void(std::string)> on_spawn_error;
+  /// The process ended and its stdout is closed (reported exactly once after a spawn).
+  std::function<void(process_exit)> on_exit;
+};
+
+/// The loop thread and the processes it owns. Thread-safe: every public member may be called
+/// from any thread except the loop thread's own callbacks calling stop().
+class event_loop {
+ public:
+  event_loop();
+  ~event_loop();
+  event_loop(const event_loop&) = delete;
+  event_loop& operator=(const event_loop&) = delete;
+
+  /// Starts a process; returns its id (never 0). Events arrive through `callbacks`.
+  std::uint64_t spawn(spawn_request request, process_callbacks callbacks);
+  /// Queues bytes for the process's stdin (the caller adds the newline).
+  void write(std::uint64_t id, std::string bytes);
+  /// Sends a signal to the process's whole group (it and anything it forked).
+  void signal(std::uint64_t id, int signum);
+  /// Kills the process group with SIGKILL and reports `reason` as a violation in its exit.
+  void kill_for_violation(std::uint64_t id, std::string reason);
+  /// Stops reading stdout (backpressure) / starts again.
+  void pause_reading(std::uint64_t id);
+  void resume_reading(std::uint64_t id);
+
+  /// Graceful stop: close every stdin, SIGTERM each group, SIGKILL after `grace_ms`, wait for
+  /// every exit, close all handles and join the loop thread. Idempotent.
+  void stop(std::uint64_t grace_ms = 2000);
+
+  /// Processes currently alive (spawned and not yet reported as exited).
+  std::size_t live_processes() const { return live_.load(); }
+  /// uv_loop_close's result after stop(): 0 when every handle was closed.
+  int loop_close_result() const { return loop_close_rc_; }
+
+  struct impl;
+
+ private:
+  void post(std::function<void()> f);
+  std::unique_ptr<impl> impl_;
+  std::mutex mtx_;
+  std::vector<std::function<void()>> queue_;
+  bool stopped_ = false;
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::size_t> live_{0};
+  int loop_close_rc_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace dhara::io

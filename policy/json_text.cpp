@@ -1,0 +1,151 @@
+// Depth-limited, position-reporting JSON parsing (see json_text.hpp).
+#include "policy/json_text.hpp"
+
+#include <algorithm>
+
+namespace dhara::policy {
+namespace {
+
+using json = nlohmann::json;
+
+// nlohmann's message repeats the last token, which may be megabytes of the peer's bytes:
+// keep the syntax reason and what was expected, drop the token and the position prefix.
+std::string reason_of(std::string_view what) {
+  if (what.starts_with("[json.exception.")) {
+    auto tag_end = what.find("] ");
+    if (tag_end != std::string_view::npos) what.remove_prefix(tag_end + 2);
+  }
+  if (auto column = what.find("column "); column != std::string_view::npos) {
+    if (auto colon = what.find(": ", column); colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  }
+  auto token = what.find("; last read: '");
+  if (token == std::string_view::npos) return printable_excerpt(what);
+  std::string reason(what.substr(0, token));
+  if (auto expected = what.rfind("; expected "); expected != std::string_view::npos && expected > token)
+    reason += what.substr(expected);
+  return printable_excerpt(reason);
+}
+
+// The DOM builder of json::parse, refusing depth beyond the limit and keeping the position
+// of any error (a number too large for a double is reported with no position otherwise).
+class limited_dom {
+ public:
+  limited_dom(json& root, std::size_t max_depth) : dom_(root, false), max_depth_(max_depth) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool key(json::string_t& v) { return dom_.key(v); }
+  bool start_object(std::size_t n) { return enter() && dom_.start_object(n); }
+  bool end_object() { return leave() && dom_.end_object(); }
+  bool start_array(std::size_t n) { return enter() && dom_.start_array(n); }
+  bool end_array() { return leave() && dom_.end_array(); }
+
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string&, const Exception& e) {
+    failed_ = true;
+    position_ = position;
+    reason_ = "invalid JSON: " + reason_of(e.what());
+    return false;
+  }
+
+  bool failed() const { return failed_; }
+  bool too_deep() const { return too_deep_; }
+  std::size_t position() const { return position_; }
+  const std::string& reason() const { return reason_; }
+  void fail_here(std::size_t position, std::string reason) {
+    failed_ = true;
+    position_ = position;
+    reason_ = std::move(reason);
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ <= max_depth_) return true;
+    too_deep_ = true;
+    return false;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::size_t max_depth_;
+  std::size_t depth_ = 0;
+  bool failed_ = false;
+  bool too_deep_ = false;
+  std::size_t position_ = 0;
+  std::string reason_;
+};
+
+// Byte offset of the first bracket beyond the limit, for the error position.
+std::size_t deep_position(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return text.size();
+}
+
+}  // namespace
+
+std::string printable_excerpt(std::string_view s, std::size_t max_bytes) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (char ch : s) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+result<nlohmann::json> parse_json_text(std::string_view text, std::string_view source, std::size_t max_depth) {
+  try {
+    json doc;
+    limited_dom sax(doc, max_depth);
+    bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
+                              /*ignore_comments=*/false);
+    if (sax.too_deep()) sax.fail_here(deep_position(text, max_depth), "nested deeper than " + std::to_string(max_depth) + " levels");
+    if (ok && !sax.failed()) return doc;
+    // Positions are 1-based byte counts (size + 1 at the end of the input).
+    std::size_t pos = std::min<std::size_t>(sax.position() == 0 ? 0 : sax.position() - 1, text.size());
+    std::string_view before = text.substr(0, pos);
+    std::size_t line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+    std::size_t nl = before.rfind('\n');
+    std::size_t column = pos - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
+    std::string where = source.empty() ? "line " + std::to_string(line) + ", column " + std::to_string(column)
+                                       : std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column);
+    return make_error(errc::parse_error, where + ": " + (sax.reason().empty() ? "invalid JSON" : sax.reason()));
+  } catch (const std::exception& e) {  // allocation failure: the only exception left
+    return make_error(errc::parse_error, std::string(source) + ": cannot parse: " + e.what());
+  }
+}
+
+}  // namespace dhara::policy

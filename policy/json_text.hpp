@@ -1,0 +1,31 @@
+// One JSON parser for untrusted text (config, manifests, permissions, protocol lines, batch
+// lines): nesting deeper than a limit is refused before the deep value exists (copying and
+// dumping a json value recurse once per level), and syntax errors name line and column in
+// short, printable text.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/result.hpp"
+
+namespace dhara::policy {
+
+/// The nesting limit of DESIGN §9 ({} is depth 1).
+inline constexpr std::size_t max_json_depth = 256;
+
+/// Parses `text` as one JSON value. Errors are errc::parse_error with the message
+/// "SOURCE:LINE:COLUMN: <reason>" ("line L, column C: <reason>" when `source` is empty);
+/// columns count bytes; the reason is printable ASCII of at most ~160 bytes, whatever the
+/// input held. Never throws.
+result<nlohmann::json> parse_json_text(std::string_view text, std::string_view source,
+                                       std::size_t max_depth = max_json_depth);
+
+/// `s` made safe for a log line or an error sent to a peer: non-printable bytes as \xNN,
+/// cut at `max_bytes` with "...".
+std::string printable_excerpt(std::string_view s, std::size_t max_bytes = 160);
+
+}  // namespace dhara::policy

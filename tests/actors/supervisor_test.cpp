@@ -1,0 +1,295 @@
+// The extension supervisor with real extension processes (python, node, native): handshake,
+// calls, progress, cancel, timeouts through the kill chain, crashes, protocol violations,
+// restarts and the environment.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/extension_supervisor.hpp"
+#include "broker/extension_host.hpp"
+#include "io/jsonrpc.hpp"
+#include "io/path_resolver.hpp"
+#include "support/extension_fixture.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+// One actor system, one event loop and a temp home per test. Member order is destruction
+// order reversed: the loop stops before the actor system ends.
+struct runtime_fixture {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  testing::temp_home home;
+  std::shared_ptr<io::event_loop> loop = std::make_shared<io::event_loop>();
+  broker::interpreter_cache interpreters{std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin"};
+
+  static caf::actor_system_config& tune(caf::actor_system_config& c) {
+    c.set("scheduler.max-threads", 2);
+    c.set("scheduler.policy", caf::atom("sharing"));
+    return c;
+  }
+  runtime_fixture() : sys{tune(sys_cfg)}, self{sys} {}
+  ~runtime_fixture() { loop->stop(500); }
+
+  actors::supervisor_config config_for(const std::string& source) {
+    auto folder = home.add_extension(source);
+    json m = json::parse(std::ifstream(folder / "manifest.json"));
+    actors::supervisor_config c;
+    c.name = m["name"];
+    c.version = m["version"];
+    c.folder = folder.string();
+    std::string command = m["runtime"]["command"];
+    std::istringstream words(command);
+    for (std::string w; words >> w;) c.argv.push_back(w);
+    auto exe = interpreters.resolve(c.argv.front(), c.folder);
+    REQUIRE(exe);
+    c.argv.front() = *exe;
+    c.env = broker::extension_environment(c.name, false, environ);
+    c.stderr_log = (home.root / (c.name + ".log")).string();
+    c.handshake_ms = 5000;
+    c.call_timeout_ms = 10000;
+    c.cancel_grace_ms = 300;
+    c.kill_grace_ms = 300;
+    c.restart_window_ms = 60000;
+    return c;
+  }
+
+  actors::extension_info status(const actors::supervisor_actor& s) {
+    actors::extension_info out;
+    self->request(s, 15s, actors::status_atom::value)
+        .receive([&](actors::extension_info& i) { out = std::move(i); },
+                 [&](caf::error& e) { FAIL("status failed: " << sys.render(e)); });
+    return out;
+  }
+
+  actors::call_result call(const actors::supervisor_actor& s, std::string tool, json input = json::object(),
+                           std::string id = "c1", std::chrono::milliseconds wait = 15s) {
+    actors::tool_call c;
+    c.tool_call_id = std::move(id);
+    c.tool = std::move(tool);
+    c.input = std::move(input);
+    c.cwd = home.project().string();
+    c.session_id = "test";
+    actors::call_result out;
+    self->request(s, wait, actors::execute_atom::value, std::move(c))
+        .receive([&](actors::call_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { FAIL("call failed: " << sys.render(e)); });
+    return out;
+  }
+
+  void stop(const actors::supervisor_actor& s) {
+    self->request(s, 10s, actors::shutdown_atom::value).receive([](bool) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  }
+};
+
+std::string text_of(const actors::call_result& r) {
+  if (!r.ok || !r.result.contains("content") || r.result["content"].empty()) return {};
+  return r.result["content"][0].value("text", "");
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(runtime_fixture, "echo extensions in python, node and C++ answer calls", "[runtime][supervisor]") {
+  for (std::string source : {"echo-py", "echo-node", "echo-native"}) {
+    CAPTURE(source);
+    auto sup = actors::spawn_supervisor(sys, loop, config_for(source));
+    auto info = status(sup);
+    REQUIRE(info.state == actors::extension_state::ready);
+    CHECK(info.name == source);
+    REQUIRE(info.tools.is_array());
+    CHECK_FALSE(info.tools.empty());
+    auto r = call(sup, "echo", {{"text", "héllo \"quoted\" \\ world"}});
+    REQUIRE(r.ok);
+    CHECK(text_of(r) == "héllo \"quoted\" \\ world");
+    stop(sup);
+  }
+  CHECK(loop->live_processes() == 0);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "a crash fails the call in flight and the next call runs after a restart", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("crash"));
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  auto r = call(sup, "crash");
+  REQUIRE_FALSE(r.ok);
+  CHECK(r.code == io::rpc_error::crashed);
+  CHECK(r.data["exitCode"] == 3);
+  CHECK(r.data["signal"].is_null());
+  CHECK(r.data["stderrTail"].get<std::string>().find("exiting with code 3") != std::string::npos);
+  auto again = call(sup, "ok", json::object(), "c2");
+  REQUIRE(again.ok);
+  CHECK(text_of(again) == "ok");
+  CHECK(status(sup).restarts == 1);
+  stop(sup);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "crashing in a loop marks the extension failed after maxRestarts", "[runtime][supervisor]") {
+  auto cfg = config_for("crash");
+  cfg.max_restarts = 2;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  for (int i = 0; i < 3; ++i) {
+    auto r = call(sup, "crash", json::object(), "c" + std::to_string(i));
+    CHECK(r.code == io::rpc_error::crashed);
+  }
+  auto info = status(sup);
+  CHECK(info.state == actors::extension_state::failed);
+  CHECK(info.reason.find("not restarting") != std::string::npos);
+  auto refused = call(sup, "ok", json::object(), "c9");
+  CHECK(refused.code == io::rpc_error::method_not_found);
+  stop(sup);
+  CHECK(loop->live_processes() == 0);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "a hung call times out with -32004 and the kill chain leaves no process", "[runtime][supervisor]") {
+  auto cfg = config_for("hang-term");
+  cfg.call_timeout_ms = 200;
+  auto folder = cfg.folder;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  auto before = std::chrono::steady_clock::now();
+  auto r = call(sup, "hang");
+  CHECK(r.code == io::rpc_error::cancelled);
+  CHECK(std::chrono::steady_clock::now() - before < 2s);
+  // grace (300 ms) then SIGTERM: the process is replaced by a fresh one, not counted as a crash.
+  std::this_thread::sleep_for(900ms);
+  auto info = status(sup);
+  CHECK(info.state == actors::extension_state::ready);
+  CHECK(info.restarts == 1);
+  CHECK(call(sup, "ok", json::object(), "c2").ok);
+  stop(sup);
+  CHECK(testing::processes_mentioning(folder).empty());
+}
+
+TEST_CASE_METHOD(runtime_fixture, "an extension that ignores SIGTERM is killed after the grace", "[runtime][supervisor]") {
+  auto cfg = config_for("hang-ignore-term");
+  cfg.call_timeout_ms = 200;
+  auto folder = cfg.folder;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  CHECK(call(sup, "hang").code == io::rpc_error::cancelled);
+  // 200 ms timeout answered; +300 ms grace → SIGTERM (ignored); +300 ms → SIGKILL; restart.
+  std::this_thread::sleep_for(1500ms);
+  auto info = status(sup);
+  CHECK(info.restarts == 1);
+  CHECK(call(sup, "ok", json::object(), "c2").ok);
+  stop(sup);
+  CHECK(testing::processes_mentioning(folder).empty());
+}
+
+TEST_CASE_METHOD(runtime_fixture, "cancel answers -32004 at once and a cooperative extension keeps running", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  actors::tool_call c;
+  c.tool_call_id = "slow";
+  c.tool = "sleep";
+  c.input = {{"ms", 5000}};
+  auto pending = self->request(sup, 10s, actors::execute_atom::value, c);
+  std::this_thread::sleep_for(100ms);
+  self->send(sup, actors::cancel_atom::value, std::string("slow"));
+  auto before = std::chrono::steady_clock::now();
+  actors::call_result r;
+  pending.receive([&](actors::call_result& x) { r = std::move(x); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(r.code == io::rpc_error::cancelled);
+  CHECK(std::chrono::steady_clock::now() - before < 1s);
+  std::this_thread::sleep_for(800ms);  // past grace + kill grace: it answered, so no kill
+  CHECK(status(sup).restarts == 0);
+  CHECK(call(sup, "echo", {{"text", "still here"}}, "c2").ok);
+  stop(sup);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "progress notifications reach the caller", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-node"));
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  actors::tool_call c;
+  c.tool_call_id = "p1";
+  c.tool = "progress";
+  c.input = {{"count", 3}};
+  c.progress_to = caf::actor_cast<caf::actor>(self);
+  self->send(sup, actors::execute_atom::value, c);  // the reply comes as an ordinary message
+  int updates = 0;
+  actors::call_result result;
+  bool done = false;
+  while (!done) {
+    self->receive([&](actors::progress_atom, const std::string& id, const json& update) {
+                    CHECK(id == "p1");
+                    CHECK(update.is_object());
+                    ++updates;
+                  },
+                  [&](actors::call_result& r) { result = std::move(r); done = true; },
+                  caf::after(10s) >> [&] { FAIL("no progress or result"); });
+  }
+  CHECK(result.ok);
+  CHECK(updates == 3);
+  stop(sup);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "garbage and over-long lines restart only that extension", "[runtime][supervisor]") {
+  auto garbage_cfg = config_for("garbage");
+  auto long_cfg = config_for("long-line");
+  long_cfg.max_line_bytes = 1024 * 1024;
+  auto garbage = actors::spawn_supervisor(sys, loop, garbage_cfg);
+  auto longline = actors::spawn_supervisor(sys, loop, long_cfg);
+  auto echo = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
+  auto g = call(garbage, "garbage");
+  CHECK(g.code == io::rpc_error::crashed);
+  CHECK(g.data.value("violation", "").find("not JSON") != std::string::npos);
+  auto l = call(longline, "long", {{"bytes", 2 * 1024 * 1024}});
+  CHECK(l.code == io::rpc_error::crashed);
+  CHECK(l.data.value("violation", "").find("1048576") != std::string::npos);
+  CHECK(call(echo, "echo", {{"text", "unaffected"}}).ok);
+  CHECK(call(garbage, "ok", json::object(), "c2").ok);   // restarted
+  CHECK(call(longline, "long", {{"bytes", 1000}}, "c2").ok);  // under the limit: fine
+  for (auto* s : {&garbage, &longline, &echo}) stop(*s);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "a silent initialize fails the handshake", "[runtime][supervisor]") {
+  auto cfg = config_for("hang-init");
+  cfg.handshake_ms = 200;
+  cfg.max_restarts = 1;
+  auto folder = cfg.folder;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  auto info = status(sup);
+  // Two handshakes (one restart) time out, then the extension is failed with the reason.
+  while (info.state == actors::extension_state::starting) info = status(sup);
+  CHECK(info.state == actors::extension_state::failed);
+  CHECK(info.reason.find("initialize") != std::string::npos);
+  stop(sup);
+  CHECK(testing::processes_mentioning(folder).empty());
+}
+
+TEST_CASE_METHOD(runtime_fixture, "the extension sees a scrubbed environment", "[runtime][supervisor]") {
+  ::setenv("DHARA_TEST_SECRET", "do-not-leak", 1);
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
+  auto secret = call(sup, "env", {{"name", "DHARA_TEST_SECRET"}});
+  REQUIRE(secret.ok);
+  CHECK(secret.result["metadata"]["value"].is_null());
+  auto name = call(sup, "env", {{"name", "DHARA_EXTENSION"}}, "c2");
+  CHECK(name.result["metadata"]["value"] == "echo-py");
+  auto path = call(sup, "env", {{"name", "PATH"}}, "c3");
+  CHECK(path.result["metadata"]["value"].is_string());
+  ::unsetenv("DHARA_TEST_SECRET");
+  stop(sup);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "a missing interpreter fails at once with the reason", "[runtime][supervisor]") {
+  auto cfg = config_for("echo-py");
+  cfg.argv.front() = "/nonexistent/python3";
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  auto info = status(sup);
+  CHECK(info.state == actors::extension_state::failed);
+  CHECK(info.reason.find("/nonexistent/python3") != std::string::npos);
+  stop(sup);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "wrong and duplicate response ids are ignored", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("unknown-id"));
+  for (int i = 0; i < 3; ++i) CHECK(call(sup, "echo", {{"text", "ok"}}, "c" + std::to_string(i)).ok);
+  CHECK(status(sup).restarts == 0);
+  stop(sup);
+}

@@ -1,0 +1,192 @@
+// The extension host and the batch runner with real processes, and `dhara run` end to end.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "broker/batch.hpp"
+#include "broker/extension_host.hpp"
+#include "support/extension_fixture.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+io::locations locations_of(const testing::temp_home& h) {
+  return {h.home().string(), h.dhara_home().string(), h.project().string(), h.project().string()};
+}
+
+// Runs a shell-free command line with env and stdin, returning exit code, stdout, stderr.
+struct run_result {
+  int code = -1;
+  std::string out, err;
+};
+
+run_result run_dhara(const testing::temp_home& h, std::vector<std::string> args, const std::string& stdin_text) {
+  std::string in_path = (h.root / "stdin.txt").string(), out_path = (h.root / "stdout.txt").string(),
+              err_path = (h.root / "stderr.txt").string();
+  std::ofstream(in_path) << stdin_text;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen(in_path.c_str(), "r", stdin);
+    ::freopen(out_path.c_str(), "w", stdout);
+    ::freopen(err_path.c_str(), "w", stderr);
+    ::setenv("HOME", h.home().c_str(), 1);
+    ::setenv("DHARA_HOME", h.dhara_home().c_str(), 1);
+    if (::chdir(h.project().c_str()) != 0) ::_exit(126);
+    std::vector<char*> argv{const_cast<char*>(DHARA_BINARY)};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(DHARA_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run_result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream o(out_path), e(err_path);
+  r.out.assign(std::istreambuf_iterator<char>(o), {});
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+struct host_fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  testing::temp_home home;
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer", "[runtime][host]") {
+  for (int i = 0; i < 50; ++i) home.add_extension(i % 2 ? "echo-native" : "echo-py", "echo-" + std::to_string(i));
+  auto loaded = broker::load_policy(locations_of(home), false);
+  REQUIRE(loaded);
+  REQUIRE(loaded->extensions.size() == 50);
+  {
+    // libuv opens a process-wide signal pipe on its first spawn and keeps it: a warm-up
+    // session first, so the count below shows what one session leaves behind.
+    testing::temp_home warm;
+    warm.add_extension("echo-native");
+    auto warm_policy = broker::load_policy(locations_of(warm), false);
+    REQUIRE(warm_policy);
+    broker::extension_host warm_host(sys, *warm_policy);
+    warm_host.start();
+  }
+  std::size_t fds_before = testing::open_fds();
+  {
+    broker::extension_host host(sys, *loaded);
+    auto started = std::chrono::steady_clock::now();
+    host.start();
+    auto took = std::chrono::steady_clock::now() - started;
+    WARN("50 extensions (25 python, 25 native) ready in "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    REQUIRE(host.extensions().size() == 50);
+    for (const auto& info : host.extensions()) CHECK(info.state == actors::extension_state::ready);
+    std::vector<broker::batch_call> calls;
+    for (int i = 0; i < 50; ++i) {
+      broker::batch_call c;
+      c.id = i;
+      c.tool = "echo-" + std::to_string(i) + "/echo";
+      c.input = {{"text", "n" + std::to_string(i)}};
+      calls.push_back(c);
+    }
+    std::FILE* out = std::tmpfile();
+    auto sum = broker::run_batch(sys, host, calls, {8, "s", home.project().string()}, out);
+    CHECK(sum.ok == 50);
+    CHECK(sum.exit_code == 0);
+    std::fclose(out);
+    host.shutdown();
+    CHECK(host.loop().live_processes() == 0);
+  }
+  CHECK(testing::child_processes().empty());
+  CHECK(testing::open_fds() == fds_before);
+}
+
+TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent batch", "[runtime][host]") {
+  home.add_extension("crash");
+  home.add_extension("echo-py");
+  home.add_extension("echo-node");
+  auto loaded = broker::load_policy(locations_of(home), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  auto calls = broker::parse_batch(
+      "{\"tool\": \"sleep\", \"extension\": \"echo-py\", \"input\": {\"ms\": 300}}\n"
+      "{\"tool\": \"crash\"}\n"
+      "\n"
+      "{\"tool\": \"echo-node/echo\", \"input\": {\"text\": \"fine\"}, \"id\": \"n\"}\n"
+      "not json\n"
+      "{\"input\": {}}\n"
+      "{\"tool\": \"nope\"}\n");
+  REQUIRE(calls.size() == 6);
+  std::FILE* out = std::tmpfile();
+  auto sum = broker::run_batch(sys, host, calls, {4, "s", home.project().string()}, out);
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, out)) text.append(buf, n);
+  std::fclose(out);
+  std::map<std::string, json> by_id;
+  for (const json& line : json_lines(text)) by_id[line["id"].dump()] = line;
+  REQUIRE(by_id.size() == 6);
+  CHECK(by_id["1"]["status"] == "ok");                       // echo-py sleep, concurrent with the crash
+  CHECK(by_id["2"]["status"] == "error");
+  CHECK(by_id["2"]["error"]["code"] == -32003);
+  CHECK(by_id["2"]["error"]["data"]["exitCode"] == 3);
+  CHECK(by_id["\"n\""]["result"]["content"][0]["text"] == "fine");
+  CHECK(by_id["5"]["error"]["code"] == -32700);              // blank line 3 still counted
+  CHECK(by_id["6"]["error"]["code"] == -32600);
+  CHECK(by_id["7"]["error"]["code"] == -32601);
+  CHECK(sum.exit_code == 4);
+  // The next call to the crashed extension runs on its restarted process.
+  std::FILE* again = std::tmpfile();
+  auto next = broker::run_batch(sys, host, broker::parse_batch("{\"tool\": \"ok\"}\n"), {1, "s", home.project().string()}, again);
+  std::fclose(again);
+  CHECK(next.ok == 1);
+  CHECK(next.exit_code == 0);
+  host.shutdown();
+}
+
+TEST_CASE_METHOD(host_fixture, "dhara run prints one result per call and exits by precedence", "[runtime][cli]") {
+  home.add_extension("echo-py");
+  home.add_extension("crash");
+  auto ok = run_dhara(home, {"run", "--calls", "-"}, "{\"tool\": \"echo\", \"input\": {\"text\": \"hi\"}}\n");
+  CHECK(ok.code == 0);
+  auto lines = json_lines(ok.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["status"] == "ok");
+  CHECK(lines[0]["extension"] == "echo-py");
+  CHECK(lines[0]["result"]["content"][0]["text"] == "hi");
+  CHECK(ok.err.find("1 calls") != std::string::npos);
+
+  auto failed = run_dhara(home, {"run", "--calls", "-"}, "{\"tool\": \"crash\"}\n{\"tool\": \"echo\", \"input\": {\"text\": \"x\"}}\n");
+  CHECK(failed.code == 4);
+  CHECK(json_lines(failed.out).size() == 2);
+
+  auto usage = run_dhara(home, {"run", "--calls", "/nonexistent/calls.jsonl"}, "");
+  CHECK(usage.code == 2);
+  CHECK(usage.err.find("/nonexistent/calls.jsonl") != std::string::npos);
+
+  auto list = run_dhara(home, {"extensions", "list", "--json"}, "");
+  CHECK(list.code == 0);
+  auto listed = json::parse(list.out);
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0]["name"] == "crash");
+  CHECK(listed[1]["state"] == "ready");
+}

@@ -1,0 +1,103 @@
+// Test support for runs with real extension processes: a temporary DHARA_HOME holding
+// copies of tests/extensions/*, and /proc scans for leftover processes and descriptors.
+#pragma once
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dhara::testing {
+
+namespace fs = std::filesystem;
+
+/// A fresh temporary folder with home/.dhara/extensions and a project; removed at the end.
+struct temp_home {
+  fs::path root;
+  temp_home() {
+    std::string tmpl = (fs::temp_directory_path() / "dhara-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    root = fs::canonical(tmpl);
+    fs::create_directories(extensions());
+    fs::create_directories(project());
+  }
+  ~temp_home() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  fs::path home() const { return root / "home"; }
+  fs::path dhara_home() const { return root / "home/.dhara"; }
+  fs::path extensions() const { return root / "home/.dhara/extensions"; }
+  fs::path project() const { return root / "project"; }
+
+  /// Copies tests/extensions/<source> to extensions/<name>, renaming it in its manifest.
+  fs::path add_extension(const std::string& source, std::string name = {}) {
+    if (name.empty()) name = source;
+    fs::path from = fs::path(DHARA_TEST_EXTENSIONS) / source;
+    fs::path to = extensions() / name;
+    fs::copy(from, to, fs::copy_options::recursive);
+    if (source == "echo-native") {
+      fs::remove(to / "echo-native");  // a stale hand-built binary is never used
+      fs::copy_file(DHARA_TEST_ECHO_NATIVE, to / "echo-native");
+    }
+    nlohmann::json m = nlohmann::json::parse(std::ifstream(to / "manifest.json"));
+    m["name"] = name;
+    std::ofstream(to / "manifest.json") << m.dump(2);
+    return to;
+  }
+};
+
+/// Processes whose command line or cwd mentions `needle` (other than this process).
+inline std::vector<int> processes_mentioning(const std::string& needle) {
+  std::vector<int> pids;
+  DIR* d = ::opendir("/proc");
+  if (!d) return pids;
+  while (dirent* e = ::readdir(d)) {
+    int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::ifstream cmd("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string text((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::error_code ec;
+    auto cwd = fs::read_symlink("/proc/" + std::string(e->d_name) + "/cwd", ec);
+    if (text.find(needle) != std::string::npos || (!ec && cwd.string().find(needle) != std::string::npos))
+      pids.push_back(pid);
+  }
+  ::closedir(d);
+  return pids;
+}
+
+/// Children of this process that still exist (zombies included).
+inline std::vector<int> child_processes() {
+  std::vector<int> pids;
+  DIR* d = ::opendir("/proc");
+  if (!d) return pids;
+  while (dirent* e = ::readdir(d)) {
+    int pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == ::getpid()) pids.push_back(pid);
+  }
+  ::closedir(d);
+  return pids;
+}
+
+/// Open file descriptors of this process.
+inline std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+}  // namespace dhara::testing
