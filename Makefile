@@ -22,6 +22,7 @@ test: build
 
 bench: build
 	@$(BUILD)/bench/dhara_bench_decide
+	@$(BUILD)/bench/dhara_bench_runtime
 
 # Every test again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: setup

@@ -9,6 +9,7 @@
 #include <map>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "io/jsonrpc.hpp"
 
@@ -61,6 +62,7 @@ struct supervisor_state {
   extension_info info;
   std::uint64_t gen = 0;          // process generation: events of older ones are ignored
   std::uint64_t proc_id = 0;      // the event loop's id of the current process
+  std::shared_ptr<io::read_credit> credit;  // pauses reading while this mailbox is backlogged
   bool alive = false;             // the current process runs
   bool stopping = false;          // shutdown requested
   bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
@@ -105,6 +107,8 @@ void start_process(self_ptr self) {
   auto me = caf::actor_cast<caf::actor>(self);
   std::uint64_t gen = st.gen;
   io::process_callbacks cb;
+  st.credit = std::make_shared<io::read_credit>();
+  cb.credit = st.credit;
   cb.on_lines = [me, gen](std::vector<std::string>&& lines) { caf::anon_send(me, lines_atom::value, gen, std::move(lines)); };
   cb.on_spawn_error = [me, gen](std::string why) { caf::anon_send(me, spawnfail_atom::value, gen, std::move(why)); };
   cb.on_exit = [me, gen](io::process_exit e) { caf::anon_send(me, exited_atom::value, gen, std::move(e)); };
@@ -146,6 +150,7 @@ void mark_failed(self_ptr self, std::string reason) {
   auto& st = self->state;
   st.info.state = extension_state::failed;
   st.info.reason = std::move(reason);
+  spdlog::error("extension {} failed: {}", st.cfg.name, st.info.reason);
   for (auto& q : st.waiting)
     q.rp.deliver(error_result(io::rpc_error::method_not_found,
                               "extension '" + st.cfg.name + "' failed: " + st.info.reason, json{{"reason", st.info.reason}}));
@@ -163,6 +168,8 @@ void on_ready(self_ptr self, const json& result) {
   st.info.state = extension_state::ready;
   st.info.reason.clear();
   st.info.start_ms = now_ms() - st.started_at;
+  spdlog::info("extension {} v{} ready in {} ms with {} tools", st.cfg.name, st.cfg.version, st.info.start_ms,
+               st.info.tools.size());
   answer_status(self);
   while (!st.waiting.empty()) {
     auto q = std::move(st.waiting.front());
@@ -252,6 +259,10 @@ void on_exit(self_ptr self, io::process_exit e) {
     }
   }
   ++st.info.restarts;
+  if (counts)
+    spdlog::warn("{} (exit code {}, signal {}); restarting", what, e.exit_status, e.term_signal);
+  else
+    spdlog::info("extension {} stopped after a cancel or timeout; restarting", st.cfg.name);
   // Backoff: 50 ms, 100 ms, 200 ms … up to 2 s, by the number of recent crashes.
   std::uint64_t backoff = counts ? std::min<std::uint64_t>(2000, 50ull << (st.restart_times.size() - 1)) : 0;
   st.info.state = extension_state::starting;
@@ -328,6 +339,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](lines_atom, std::uint64_t gen, std::vector<std::string>& lines) {
           auto& s = self->state;
           if (gen != s.gen) return;
+          if (s.credit->consumed()) s.loop->resume_reading(s.proc_id);
           for (const std::string& line : lines) {
             auto msg = io::parse_rpc(line);
             if (!msg) {

@@ -103,7 +103,18 @@ struct event_loop::impl {
     std::vector<std::string> lines;
     bool ok = p->framer->feed(std::string_view(p->buf, static_cast<std::size_t>(n)),
                               [&](std::string_view line) { lines.emplace_back(line); });
-    if (!lines.empty() && p->cb.on_lines) p->cb.on_lines(std::move(lines));
+    if (!lines.empty() && p->cb.on_lines) {
+      if (read_credit* c = p->cb.credit.get()) {
+        // Pause first, count second: the receiver then always sees `paused` when it drains.
+        if (c->pending.load() + 1 >= read_credit::limit) {
+          c->paused.store(true);
+          p->reading = false;
+          uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
+        }
+        c->pending.fetch_add(1);
+      }
+      p->cb.on_lines(std::move(lines));
+    }
     if (!ok) violation(p, std::string(p->framer->violation()));
   }
 
@@ -319,15 +330,6 @@ void event_loop::signal(std::uint64_t id, int signum) {
 void event_loop::kill_for_violation(std::uint64_t id, std::string reason) {
   post([this, id, r = std::move(reason)]() mutable {
     if (proc* p = impl_->find(id)) impl_->violation(p, std::move(r));
-  });
-}
-
-void event_loop::pause_reading(std::uint64_t id) {
-  post([this, id] {
-    proc* p = impl_->find(id);
-    if (!p || p->out_eof || !p->reading) return;
-    p->reading = false;
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
   });
 }
 

@@ -36,9 +36,23 @@ struct process_exit {
   std::string violation;         ///< non-empty when dhara killed it for a protocol violation
 };
 
+/// Flow control between the loop and the receiver of a process's lines, shared by both
+/// threads: the loop counts batches handed out and stops reading at `limit` undelivered
+/// ones; the receiver calls consumed() after each batch and resumes reading at half.
+struct read_credit {
+  static constexpr int limit = 64;
+  std::atomic<int> pending{0};
+  std::atomic<bool> paused{false};
+  /// Called by the receiver after handling one batch; true when it must call
+  /// event_loop::resume_reading.
+  bool consumed() { return pending.fetch_sub(1) - 1 <= limit / 2 && paused.exchange(false); }
+};
+
 /// Events of one process, called on the loop thread: keep them short and thread-safe towards
 /// their receiver (e.g. caf::anon_send).
 struct process_callbacks {
+  /// Optional flow control (see read_credit); without it, reading never pauses.
+  std::shared_ptr<read_credit> credit;
   /// Complete stdout lines from one read (several lines per call when they arrived together).
   std::function<void(std::vector<std::string>&&)> on_lines;
   /// The process could not be started (uv_spawn failed): the reason.
@@ -64,8 +78,7 @@ class event_loop {
   void signal(std::uint64_t id, int signum);
   /// Kills the process group with SIGKILL and reports `reason` as a violation in its exit.
   void kill_for_violation(std::uint64_t id, std::string reason);
-  /// Stops reading stdout (backpressure) / starts again.
-  void pause_reading(std::uint64_t id);
+  /// Starts reading stdout again after read_credit paused it.
   void resume_reading(std::uint64_t id);
 
   /// Graceful stop: close every stdin, SIGTERM each group, SIGKILL after `grace_ms`, wait for

@@ -4,7 +4,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -14,6 +13,8 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "policy/json_text.hpp"
+
 namespace dhara::io {
 namespace {
 
@@ -22,23 +23,7 @@ using policy::errc;
 using policy::error;
 using policy::make_error;
 
-constexpr std::size_t max_depth = 256;  // the protocol's JSON nesting limit (DESIGN §9)
-
-// Third-party messages may quote the input: keep them printable ASCII.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
+constexpr std::size_t max_depth = policy::max_json_depth;  // the same limit as for JSON (DESIGN §9)
 
 std::string at(std::string_view source, const YAML::Mark& mark) {
   std::string s(source);
@@ -187,7 +172,7 @@ class json_builder final : public YAML::EventHandler {
     if (expecting_key()) {
       frame& f = stack_.back();
       // Two parsers picking different duplicates is how policy confusion starts.
-      if (f.value.contains(value)) fail(mark, "duplicate key '" + printable(value) + "'");
+      if (f.value.contains(value)) fail(mark, "duplicate key '" + policy::printable_excerpt(value) + "'");
       f.key = value;
       if (anchor) anchors_[anchor] = {json(value), c};
       return;
@@ -314,9 +299,9 @@ policy::result<nlohmann::json> yaml_to_json(std::string_view text, std::string_v
   } catch (const conversion_failure& f) {
     return f.err;
   } catch (const YAML::Exception& e) {
-    return make_error(errc::parse_error, at(source, e.mark) + ": invalid YAML: " + printable(e.msg));
+    return make_error(errc::parse_error, at(source, e.mark) + ": invalid YAML: " + policy::printable_excerpt(e.msg));
   } catch (const std::exception& e) {
-    return make_error(errc::parse_error, std::string(source) + ": invalid YAML: " + printable(e.what()));
+    return make_error(errc::parse_error, std::string(source) + ": invalid YAML: " + policy::printable_excerpt(e.what()));
   } catch (...) {
     return make_error(errc::parse_error, std::string(source) + ": invalid YAML");
   }

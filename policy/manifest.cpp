@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <stdexcept>
 
+#include "policy/json_text.hpp"
 #include "policy/text.hpp"
 
 namespace dhara::policy {
@@ -15,46 +15,12 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::size_t max_name_bytes = 214;  // npm's limit; the name becomes a folder name
-constexpr std::size_t max_depth = 256;       // same nesting limit as the protocol (DESIGN §9)
 constexpr std::size_t max_shown_bytes = 64;
 constexpr std::size_t max_suggest_bytes = 64;  // edit distance is quadratic: skip huge words
 
 // Values from an untrusted manifest end up on the user's terminal: escape control and
 // non-ASCII bytes (no escape sequences, no bidi tricks) and cut long values.
-std::string shown(std::string_view s) {
-  std::string out = "'";
-  std::size_t n = std::min(s.size(), max_shown_bytes);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += "'";
-  if (s.size() > n) out += " (" + std::to_string(s.size()) + " bytes, cut)";
-  return out;
-}
-
-// The same escaping for whole messages built from third-party text (nlohmann's parse
-// errors quote the input, possibly cutting a UTF-8 sequence).
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
+std::string shown(std::string_view s) { return "'" + printable_excerpt(s, max_shown_bytes) + "'"; }
 
 std::string suggestion(std::string_view word) {
   if (word.size() > max_suggest_bytes) return {};
@@ -186,59 +152,6 @@ std::optional<std::string> normalize_domain(std::string_view raw, std::string& w
   if (is_hostname(d)) return d;
   why = "is not a host name or '*.suffix' (no scheme, port, path or spaces)";
   return std::nullopt;
-}
-
-// A JSON parse of untrusted text: refuse deep nesting first, because copying and dumping a
-// json value recurse once per level and a hostile file could exhaust the stack.
-std::optional<error> check_depth(std::string_view text, std::string_view source) {
-  std::size_t depth = 0, line = 1, column = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (c == '\n') {
-      ++line;
-      column = 0;
-    } else {
-      ++column;
-    }
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth)
-        return make_error(errc::parse_error, std::string(source) + ":" + std::to_string(line) + ":" +
-                                                 std::to_string(column) +
-                                                 ": nested deeper than 256 levels");
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
-// "FILE:LINE:COLUMN: invalid JSON: …" from nlohmann's byte offset and message.
-error json_syntax_error(std::string_view text, std::string_view source, const json::parse_error& e) {
-  std::size_t pos = e.byte == 0 ? 0 : std::min<std::size_t>(e.byte - 1, text.size());
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < pos; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  std::string_view what = e.what();
-  auto col = what.find("column ");
-  auto colon = col == std::string_view::npos ? col : what.find(": ", col);
-  std::string_view reason = colon == std::string_view::npos ? what : what.substr(colon + 2);
-  return make_error(errc::parse_error, std::string(source) + ":" + std::to_string(line) + ":" +
-                                           std::to_string(column) + ": invalid JSON: " +
-                                           printable(reason));
 }
 
 std::string operator_name(char c) {
@@ -544,21 +457,14 @@ result<manifest> parse_manifest(const nlohmann::json& doc, std::string_view sour
     return parse_manifest_impl(doc, source);
   } catch (const std::exception& e) {
     // Only allocation failures are expected here; they must not escape policy/.
-    return make_error(errc::invalid_value, std::string(source) + ": cannot be read: " + printable(e.what()));
+    return make_error(errc::invalid_value, std::string(source) + ": cannot be read: " + printable_excerpt(e.what()));
   }
 }
 
 result<manifest> parse_manifest_text(std::string_view json_text, std::string_view source) {
-  if (auto deep = check_depth(json_text, source)) return *deep;
-  json doc;
-  try {
-    doc = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
-    return json_syntax_error(json_text, source, e);
-  } catch (const std::exception& e) {
-    return make_error(errc::parse_error, std::string(source) + ": invalid JSON: " + printable(e.what()));
-  }
-  return parse_manifest(doc, source);
+  auto doc = parse_json_text(json_text, source);
+  if (!doc) return doc.err();
+  return parse_manifest(*doc, source);
 }
 
 }  // namespace dhara::policy

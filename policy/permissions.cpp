@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <stdexcept>
 
+#include "policy/json_text.hpp"
 #include "policy/manifest.hpp"
 #include "policy/text.hpp"
 
@@ -16,95 +16,11 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view file_name = "permissions.json";
-constexpr std::size_t max_depth = 256;
 constexpr std::size_t max_shown_bytes = 64;
 constexpr std::size_t max_suggest_bytes = 64;  // edit distance is quadratic: skip huge keys
 
 // The file may be hand-edited; escape what it holds before it reaches a terminal.
-std::string shown(std::string_view s) {
-  std::string out = "'";
-  std::size_t n = std::min(s.size(), max_shown_bytes);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += "'";
-  if (s.size() > n) out += " (" + std::to_string(s.size()) + " bytes, cut)";
-  return out;
-}
-
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-// Copying and dumping a json value recurse once per level: refuse hostile nesting first.
-std::optional<error> check_depth(std::string_view text) {
-  std::size_t depth = 0, line = 1, column = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (c == '\n') {
-      ++line;
-      column = 0;
-    } else {
-      ++column;
-    }
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth)
-        return make_error(errc::parse_error, std::string(file_name) + ":" + std::to_string(line) + ":" +
-                                                 std::to_string(column) +
-                                                 ": nested deeper than 256 levels");
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
-error json_syntax_error(std::string_view text, const json::parse_error& e) {
-  std::size_t pos = e.byte == 0 ? 0 : std::min<std::size_t>(e.byte - 1, text.size());
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < pos; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  std::string_view what = e.what();
-  auto col = what.find("column ");
-  auto colon = col == std::string_view::npos ? col : what.find(": ", col);
-  std::string_view reason = colon == std::string_view::npos ? what : what.substr(colon + 2);
-  return make_error(errc::parse_error, std::string(file_name) + ":" + std::to_string(line) + ":" +
-                                           std::to_string(column) + ": invalid JSON: " +
-                                           printable(reason) +
-                                           "; fix the file by hand (dhara will not overwrite it)");
-}
+std::string shown(std::string_view s) { return "'" + printable_excerpt(s, max_shown_bytes) + "'"; }
 
 bool is_known_key(std::string_view key) {
   return key == "version" || key == "capabilities" || key == "approvedAt" || key == "approvedBy" ||
@@ -141,7 +57,7 @@ result<permission_entry> parse_entry(std::string_view ext, const json& v,
         return make_error(errc::invalid_type, where(ext, key) + "expected an object, got " +
                                                   std::string(json_type_name(value)));
       for (const auto& [cap, state] : value.items()) {
-        std::string field = "capabilities." + printable(cap);
+        std::string field = "capabilities." + printable_excerpt(cap);
         if (!state.is_string() || (state != "approved" && state != "denied"))
           return make_error(errc::invalid_value,
                             where(ext, field) + "expected \"approved\" or \"denied\", got " +
@@ -216,23 +132,19 @@ result<parsed_permissions> parse_permissions(std::string_view text) {
   bool blank = std::all_of(text.begin(), text.end(),
                            [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
   if (blank) return parsed_permissions{};  // an empty file means {} (DESIGN §9)
-  if (auto deep = check_depth(text)) return *deep;
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    return json_syntax_error(text, e);
-  } catch (const std::exception& e) {
-    return make_error(errc::parse_error, std::string(file_name) + ": invalid JSON: " + printable(e.what()));
+  auto doc = parse_json_text(text, file_name);
+  if (!doc) {
+    if (doc.err().code != errc::parse_error) return doc.err();
+    return make_error(errc::parse_error, doc.err().message + "; fix the file by hand (dhara will not overwrite it)");
   }
-  return parse_permissions_json(doc);
+  return parse_permissions_json(*doc);
 }
 
 result<parsed_permissions> parse_permissions_json(const nlohmann::json& doc) {
   try {
     return parse_json_impl(doc);
   } catch (const std::exception& e) {
-    return make_error(errc::invalid_value, std::string(file_name) + ": cannot be read: " + printable(e.what()));
+    return make_error(errc::invalid_value, std::string(file_name) + ": cannot be read: " + printable_excerpt(e.what()));
   }
 }
 
@@ -313,7 +225,7 @@ result<permission_entry> record(permissions& p, std::string_view ext, std::strin
     e.approved_by = "user";
     return e;
   } catch (const std::exception& e) {
-    return make_error(errc::invalid_value, "cannot record the permission: " + printable(e.what()));
+    return make_error(errc::invalid_value, "cannot record the permission: " + printable_excerpt(e.what()));
   }
 }
 

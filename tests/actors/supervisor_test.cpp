@@ -293,3 +293,38 @@ TEST_CASE_METHOD(runtime_fixture, "wrong and duplicate response ids are ignored"
   CHECK(status(sup).restarts == 0);
   stop(sup);
 }
+
+TEST_CASE_METHOD(runtime_fixture, "a progress flood does not stall other extensions", "[runtime][supervisor]") {
+  auto flood = actors::spawn_supervisor(sys, loop, config_for("progress-flood"));
+  auto echo = actors::spawn_supervisor(sys, loop, config_for("echo-native"));
+  REQUIRE(status(flood).state == actors::extension_state::ready);
+  REQUIRE(status(echo).state == actors::extension_state::ready);
+  actors::tool_call c;
+  c.tool_call_id = "flood";
+  c.tool = "flood";
+  c.input = {{"count", 200000}};
+  auto pending = self->request(flood, 60s, actors::execute_atom::value, c);
+  // While 200 000 notifications pour in, another extension still answers promptly.
+  std::this_thread::sleep_for(50ms);
+  auto before = std::chrono::steady_clock::now();
+  CHECK(call(echo, "echo", {{"text", "responsive"}}, "e1").ok);
+  auto took = std::chrono::steady_clock::now() - before;
+  CHECK(took < 500ms);
+  actors::call_result r;
+  pending.receive([&](actors::call_result& x) { r = std::move(x); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(r.ok);
+  stop(flood);
+  stop(echo);
+}
+
+TEST_CASE_METHOD(runtime_fixture, "a stderr flood is capped in the extension's log", "[runtime][supervisor]") {
+  auto cfg = config_for("stderr-flood");
+  auto log = cfg.stderr_log;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  auto r = call(sup, "flood", {{"mb", 25}});
+  CHECK(r.ok);
+  stop(sup);
+  CHECK(testing::fs::file_size(log) <= 10u * 1024 * 1024);
+  CHECK(testing::fs::exists(log + ".1"));
+  CHECK(testing::fs::file_size(log + ".1") <= 10u * 1024 * 1024);
+}

@@ -1,0 +1,279 @@
+// Whole-runtime figures, each next to a baseline measured in the same run (DESIGN §7):
+//  - round trip to the native echo extension: a raw libuv pipe (the physical limit here)
+//    versus a call through dhara (actor → supervisor → io thread → extension and back);
+//  - calls/s with 16 calls in flight, raw versus dhara;
+//  - start time of 50 node and 100 native extensions (all in parallel);
+//  - dhara's RSS with 100 extensions running.
+// Usage: dhara_bench_runtime [round_trips]
+#include <unistd.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "broker/extension_host.hpp"
+#include "support/extension_fixture.hpp"
+
+using namespace dhara;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+std::string request_line(std::int64_t id) {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+         R"(,"method":"tools/execute","params":{"toolCallId":"b","toolName":"echo","input":{"text":"hello"},"context":{"cwd":"/","sessionId":"b"}}})" "\n";
+}
+
+struct percentiles {
+  double p50 = 0, p99 = 0;
+};
+
+percentiles of(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  if (us.empty()) return {};
+  return {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
+}
+
+// ---- raw libuv: spawn the native echo and talk to it on this thread --------------------
+struct raw_client {
+  uv_loop_t loop{};
+  uv_process_t proc{};
+  uv_pipe_t in{}, out{};
+  std::string buf;
+  char chunk[65536];
+  std::size_t want = 0, got = 0;  // replies to wait for, replies seen
+  std::vector<double> samples;
+  clk::time_point sent;
+
+  explicit raw_client(const std::string& exe, const std::string& dir) {
+    uv_loop_init(&loop);
+    uv_pipe_init(&loop, &in, 0);
+    uv_pipe_init(&loop, &out, 0);
+    in.data = out.data = proc.data = this;
+    char* args[] = {const_cast<char*>(exe.c_str()), nullptr};
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
+    stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(&in);
+    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&out);
+    stdio[2].flags = UV_IGNORE;
+    uv_process_options_t o{};
+    o.file = exe.c_str();
+    o.args = args;
+    o.cwd = dir.c_str();
+    o.stdio_count = 3;
+    o.stdio = stdio;
+    o.exit_cb = [](uv_process_t* p, int64_t, int) { uv_close(reinterpret_cast<uv_handle_t*>(p), nullptr); };
+    if (uv_spawn(&loop, &proc, &o) != 0) std::abort();
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&out),
+                  [](uv_handle_t* h, size_t, uv_buf_t* b) {
+                    auto* c = static_cast<raw_client*>(h->data);
+                    *b = uv_buf_init(c->chunk, sizeof c->chunk);
+                  },
+                  [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
+                    auto* c = static_cast<raw_client*>(s->data);
+                    if (n <= 0) return;
+                    c->buf.append(c->chunk, static_cast<std::size_t>(n));
+                    std::size_t pos;
+                    while ((pos = c->buf.find('\n')) != std::string::npos) {
+                      c->buf.erase(0, pos + 1);
+                      ++c->got;
+                      if (c->want == 1) c->samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - c->sent).count());
+                    }
+                    if (c->got >= c->want) uv_stop(&c->loop);
+                  });
+    send(R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"tools":true},"config":{}}})" "\n");
+    wait(1);
+  }
+
+  void send(std::string line) {
+    auto* w = new std::pair<uv_write_t, std::string>{{}, std::move(line)};
+    uv_buf_t b = uv_buf_init(w->second.data(), static_cast<unsigned>(w->second.size()));
+    uv_write(&w->first, reinterpret_cast<uv_stream_t*>(&in), &b, 1,
+             [](uv_write_t* r, int) { delete reinterpret_cast<std::pair<uv_write_t, std::string>*>(r); });
+  }
+
+  void wait(std::size_t n) {
+    want = n;
+    got = 0;
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+
+  // Sequential round trips.
+  percentiles round_trips(std::size_t n) {
+    samples.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      sent = clk::now();
+      send(request_line(static_cast<std::int64_t>(i + 1)));
+      wait(1);
+    }
+    return of(samples);
+  }
+
+  // `total` calls with `inflight` outstanding at a time: calls per second.
+  double throughput(std::size_t total, std::size_t inflight) {
+    auto start = clk::now();
+    std::size_t done = 0;
+    std::int64_t id = 1000000;
+    while (done < total) {
+      std::size_t batch = std::min(inflight, total - done);
+      for (std::size_t i = 0; i < batch; ++i) send(request_line(++id));
+      wait(batch);
+      done += batch;
+    }
+    return static_cast<double>(total) / std::chrono::duration<double>(clk::now() - start).count();
+  }
+
+  ~raw_client() {
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&out));
+    uv_close(reinterpret_cast<uv_handle_t*>(&in), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&out), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);  // the process exits on stdin EOF; its handle closes
+    uv_loop_close(&loop);
+  }
+};
+
+// ---- through dhara: an event-based driver actor, as a session would be --------------------
+using go_atom = caf::atom_constant<caf::atom("go")>;
+
+struct driver_state {
+  std::vector<double> samples;
+  std::size_t remaining = 0, inflight_now = 0;
+  clk::time_point started;
+};
+
+// Sequential round trips (inflight 1) record latency; otherwise keeps `inflight` calls out.
+caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::supervisor_actor sup, std::size_t total,
+                     std::size_t inflight) {
+  return {[=](go_atom) {
+    auto rp = self->make_response_promise();
+    self->state.remaining = total;
+    self->state.started = clk::now();
+    auto fire = std::make_shared<std::function<void()>>();
+    *fire = [=, weak = std::weak_ptr<std::function<void()>>(fire)]() {
+      auto again = weak.lock();
+      auto& st = self->state;
+      while (st.remaining > 0 && st.inflight_now < inflight) {
+        --st.remaining;
+        ++st.inflight_now;
+        actors::tool_call c;
+        c.tool_call_id = "b";
+        c.tool = "echo";
+        c.input = {{"text", "hello"}};
+        auto t0 = clk::now();
+        self->request(sup, caf::infinite, actors::execute_atom::value, std::move(c))
+            .then([=](actors::call_result&) mutable {
+              auto& s = self->state;
+              --s.inflight_now;
+              if (inflight == 1) s.samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+              if (s.remaining == 0 && s.inflight_now == 0) {
+                double secs = std::chrono::duration<double>(clk::now() - s.started).count();
+                rp.deliver(s.samples, secs);
+                return;
+              }
+              (*again)();
+            });
+      }
+    };
+    (*fire)();
+    return rp;
+  }};
+}
+
+double rss_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+double start_extensions(caf::actor_system& sys, const std::string& kind, int n, double* rss_after = nullptr) {
+  testing::temp_home home;
+  for (int i = 0; i < n; ++i) home.add_extension(kind, kind + "-" + std::to_string(i));
+  auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
+                                     home.project().string()},
+                                    false);
+  if (!loaded) std::abort();
+  broker::extension_host host(sys, *loaded);
+  auto t0 = clk::now();
+  host.start();
+  double secs = std::chrono::duration<double>(clk::now() - t0).count();
+  for (const auto& info : host.extensions())
+    if (info.state != actors::extension_state::ready) std::fprintf(stderr, "bench: %s: %s\n", info.name.c_str(), info.reason.c_str());
+  if (rss_after) *rss_after = rss_mib();
+  host.shutdown();
+  return secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t n = argc > 1 ? std::stoul(argv[1]) : 20000;
+  spdlog::set_level(spdlog::level::warn);
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  caf::actor_system sys{cfg};
+
+  testing::temp_home home;
+  auto folder = home.add_extension("echo-native");
+  std::string exe = (folder / "echo-native").string();
+
+  percentiles raw_rt;
+  double raw_tput = 0;
+  {
+    raw_client raw(exe, folder.string());
+    raw.round_trips(n / 10);  // warm-up
+    raw_rt = raw.round_trips(n);
+    raw_tput = raw.throughput(n * 5, 16);
+  }
+
+  percentiles dh_rt;
+  double dh_tput = 0;
+  {
+    auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
+                                       home.project().string()},
+                                      false);
+    if (!loaded) return 1;
+    broker::extension_host host(sys, *loaded);
+    host.start();
+    auto sup = host.supervisor("echo-native");
+    caf::scoped_actor self{sys};
+    auto run = [&](std::size_t total, std::size_t inflight, std::vector<double>& samples, double& secs) {
+      auto d = sys.spawn(driver, sup, total, inflight);
+      self->request(d, caf::infinite, go_atom::value)
+          .receive([&](std::vector<double>& s, double t) { samples = std::move(s); secs = t; },
+                   [&](caf::error& e) { std::fprintf(stderr, "bench: %s\n", sys.render(e).c_str()); });
+      self->send_exit(d, caf::exit_reason::user_shutdown);
+    };
+    std::vector<double> samples;
+    double secs = 0;
+    run(n / 10, 1, samples, secs);  // warm-up
+    run(n, 1, samples, secs);
+    dh_rt = of(samples);
+    run(n * 5, 16, samples, secs);
+    dh_tput = static_cast<double>(n * 5) / secs;
+    host.shutdown();
+  }
+
+  double node50 = start_extensions(sys, "echo-node", 50);
+  double rss_before = rss_mib(), rss_100 = 0;
+  double native100 = start_extensions(sys, "echo-native", 100, &rss_100);
+
+  std::printf("== runtime (ratios against baselines measured in this run) ==\n");
+  std::printf("round trip, native echo   raw libuv p50 %6.1f us  p99 %6.1f us\n", raw_rt.p50, raw_rt.p99);
+  std::printf("                          dhara     p50 %6.1f us  p99 %6.1f us   p50 ratio %.2fx (target <= 2x)\n",
+              dh_rt.p50, dh_rt.p99, dh_rt.p50 / raw_rt.p50);
+  std::printf("16 in flight, calls/s     raw %.0f   dhara %.0f   (%.0f%% of raw)\n", raw_tput, dh_tput, 100 * dh_tput / raw_tput);
+  std::printf("start 50 node extensions  %.2f s (target <= 1.5 s; TS Dhara 3.9 s sequential)\n", node50);
+  std::printf("start 100 native          %.2f s\n", native100);
+  std::printf("RSS with 100 extensions   %.1f MiB (process before: %.1f MiB; target <= 30 MiB)\n", rss_100, rss_before);
+  return 0;
+}
