@@ -3,7 +3,6 @@
 #include "policy/manifest.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <stdexcept>
 
 #include "policy/json_text.hpp"
@@ -36,6 +35,12 @@ bool has_control(std::string_view s, bool allow_newlines) {
   }
   return false;
 }
+
+// ASCII-only classes (<cctype> follows the process locale): these checks guard folder
+// and host names.
+bool is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
+bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // Builds "manifest.json: runtime.command: …" messages.
 struct reporter {
@@ -77,10 +82,10 @@ std::string part_problem(std::string_view part) {
     if (c == '/') return "contains '/'; only a scoped name '@scope/name' may, once";
   }
   auto first = static_cast<unsigned char>(part.front());
-  if (!std::islower(first) && !std::isdigit(first)) return "must start with a lowercase letter or a digit";
+  if (!is_lower(first) && !is_digit(first)) return "must start with a lowercase letter or a digit";
   for (char ch : part) {
     auto c = static_cast<unsigned char>(ch);
-    if (!(std::islower(c) || std::isdigit(c) || c == '.' || c == '_' || c == '-'))
+    if (!(is_lower(c) || is_digit(c) || c == '.' || c == '_' || c == '-'))
       return "may hold only lowercase letters, digits, '.', '_' and '-'";
   }
   return {};
@@ -105,7 +110,7 @@ bool is_ipv6_literal(std::string_view h) {
   std::size_t colons = 0;
   for (char c : h) {
     if (c == ':') ++colons;
-    else if (!(std::isxdigit(static_cast<unsigned char>(c)) || c == '.')) return false;
+    else if (!(is_hex(static_cast<unsigned char>(c)) || c == '.')) return false;
   }
   return colons >= 2;
 }
@@ -120,7 +125,7 @@ bool is_hostname(std::string_view h) {
     if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
     for (char ch : label) {
       auto c = static_cast<unsigned char>(ch);
-      if (!(std::islower(c) || std::isdigit(c) || c == '-' || c == '_')) return false;
+      if (!(is_lower(c) || is_digit(c) || c == '-' || c == '_')) return false;
     }
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
@@ -131,7 +136,7 @@ bool is_hostname(std::string_view h) {
 std::optional<std::string> normalize_domain(std::string_view raw, std::string& why) {
   std::string d;
   d.reserve(raw.size());
-  for (char ch : raw) d += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (char ch : raw) d += (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
   if (d.find("://") != std::string::npos || d.find('/') != std::string::npos) {
     why = "is not a host name: give the host alone, e.g. 'api.example.com'";
     return std::nullopt;
