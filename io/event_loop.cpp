@@ -74,8 +74,8 @@ struct event_loop::impl {
 
   void maybe_report(proc* p) {
     if (p->reported || !p->exited || !p->out_eof) return;
+    kill_group(p, SIGKILL);  // leave no grandchild behind (before `reported` disarms it)
     p->reported = true;
-    kill_group(p, SIGKILL);  // leave no grandchild behind
     close_one(reinterpret_cast<uv_handle_t*>(&p->in));
     close_one(reinterpret_cast<uv_handle_t*>(&p->out));
     close_one(reinterpret_cast<uv_handle_t*>(&p->err));
@@ -142,6 +142,12 @@ struct event_loop::impl {
   }
 
   void do_spawn(std::uint64_t id, spawn_request req, process_callbacks cb) {
+    if (req.argv.empty() || req.argv.front().empty()) {
+      // Nothing to start: report it without creating handles (an unspawned uv_process_t
+      // must not be closed).
+      if (cb.on_spawn_error) cb.on_spawn_error("no command to run");
+      return;
+    }
     auto* p = new proc;
     p->owner = this;
     p->id = id;
@@ -174,7 +180,7 @@ struct event_loop::impl {
     stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
     stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&p->err);
     uv_process_options_t opts{};
-    opts.file = p->req.argv.empty() ? "" : p->req.argv[0].c_str();
+    opts.file = p->req.argv[0].c_str();
     opts.args = args.data();
     opts.env = envp.data();
     opts.cwd = p->req.cwd.c_str();
@@ -198,10 +204,6 @@ struct event_loop::impl {
       }
       pr->owner->maybe_report(pr);
     };
-    if (p->req.argv.empty()) {
-      fail_spawn(p, "no command to run");
-      return;
-    }
     int rc = uv_spawn(&loop, &p->handle, &opts);
     if (rc < 0) {
       fail_spawn(p, uv_strerror(rc));

@@ -328,3 +328,22 @@ TEST_CASE_METHOD(runtime_fixture, "a stderr flood is capped in the extension's l
   CHECK(testing::fs::exists(log + ".1"));
   CHECK(testing::fs::file_size(log + ".1") <= 10u * 1024 * 1024);
 }
+
+TEST_CASE_METHOD(runtime_fixture, "an exit is reported even when a grandchild holds stdout, and the grandchild dies", "[runtime][supervisor]") {
+  auto cfg = config_for("fork-child");
+  auto folder = cfg.folder;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  auto before = std::chrono::steady_clock::now();
+  auto r = call(sup, "orphan");
+  CHECK(r.code == io::rpc_error::crashed);
+  CHECK(r.data["exitCode"] == 5);
+  CHECK(std::chrono::steady_clock::now() - before < 2s);
+  CHECK(call(sup, "ok", json::object(), "c2").ok);  // restarted
+  stop(sup);
+  // The orphaned `sleep 30` (cwd: the extension folder) was killed with its process group.
+  auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (!testing::processes_mentioning(folder).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  CHECK(testing::processes_mentioning(folder).empty());
+}

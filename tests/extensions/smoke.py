@@ -319,6 +319,18 @@ def unknown_id(x):
     x.shutdown()
 
 
+def fork_child(x):
+    x.initialize(["orphan", "ok"])
+    x.send("tools/execute", x.exec_params("orphan"))
+    x.expect_exit(5)
+    # The grandchild still holds stdout: no EOF yet (dhara must not wait for one).
+    try:
+        line = x.lines.get(timeout=0.5)
+    except queue.Empty:
+        line = "open"
+    assert line == "open", f"stdout closed or replied: {line!r}"
+
+
 TESTS = [
     ("echo-py", "full protocol", full_echo("echo-py")),
     ("echo-node", "full protocol", full_echo("echo-node")),
@@ -333,6 +345,7 @@ TESTS = [
     ("progress-flood", "100000 notifications then result", progress_flood),
     ("stderr-flood", "20 MiB stderr then result", stderr_flood),
     ("unknown-id", "wrong id, right id, duplicate", unknown_id),
+    ("fork-child", "exits 5, a grandchild keeps stdout open", fork_child),
 ]
 
 
