@@ -9,6 +9,7 @@
 
 #include "io/jsonrpc.hpp"
 #include "policy/json_text.hpp"
+#include "policy/tool_gate.hpp"
 
 namespace dhara::broker {
 namespace {
@@ -132,29 +133,41 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           continue;
         }
         const registered_tool& tool = std::get<registered_tool>(resolved);
-        // SEAM: the capability checker of the enforcement issue decides here, before the
-        // call reaches the extension. In this version every resolved call runs (auto mode).
         actors::tool_call call;
         call.tool_call_id = "call-" + std::to_string(index + 1);
         call.tool = tool.name;
         call.input = c.input;
         call.cwd = options.cwd;
         call.session_id = options.session_id;
+        actors::check_batch gate{tool.extension, tool.name, call.tool_call_id, options.session_id,
+                                 policy::tool_call_checks(tool.required, c.input)};
         ++st.inflight;
         std::string ext = tool.extension;
-        self->request(host.supervisor(ext), caf::infinite, actors::execute_atom::value, std::move(call))
+        auto sup = host.supervisor(ext);
+        auto done = [self, index, ext, finish_one, again](const actors::call_result& r) {
+          --self->state.inflight;
+          finish_one(result_line(self->state.calls[index], ext, r));
+          (*again)();
+        };
+        // Every call is checked and audited before it reaches the extension.
+        self->request(host.checker(), caf::infinite, actors::check_atom::value, std::move(gate))
             .then(
-                [self, index, ext, finish_one, again](actors::call_result& r) {
-                  --self->state.inflight;
-                  finish_one(result_line(self->state.calls[index], ext, r));
-                  (*again)();
+                [self, sup, done, call = std::move(call)](actors::check_outcome& verdict) mutable {
+                  if (!verdict.allowed) {
+                    done(actors::call_result{false, nullptr, io::rpc_error::denied, verdict.reason,
+                                             json{{"capability", verdict.capability}, {"reason", verdict.reason}}});
+                    return;
+                  }
+                  self->request(sup, caf::infinite, actors::execute_atom::value, std::move(call))
+                      .then([done](actors::call_result& r) { done(r); },
+                            [self, done](caf::error& e) {
+                              done(actors::call_result{false, nullptr, io::rpc_error::crashed,
+                                                       "the extension's supervisor is gone: " + self->system().render(e), nullptr});
+                            });
                 },
-                [self, index, ext, finish_one, again](caf::error& e) {
-                  --self->state.inflight;
-                  finish_one(result_line(self->state.calls[index], ext,
-                                         actors::call_result{false, nullptr, io::rpc_error::crashed,
-                                                             "the extension's supervisor is gone: " + self->system().render(e), nullptr}));
-                  (*again)();
+                [self, done](caf::error& e) {
+                  done(actors::call_result{false, nullptr, io::rpc_error::denied,
+                                           "the capability checker failed: " + self->system().render(e), nullptr});
                 });
       }
       if (st.inflight == 0 && st.next == st.calls.size() && st.done.pending()) {

@@ -10,8 +10,10 @@
 #include <variant>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "io/path_resolver.hpp"
+#include "policy/tool_gate.hpp"
 
 namespace dhara::broker {
 namespace {
@@ -97,6 +99,27 @@ void extension_host::start() {
   std::string logs = policy_.where.dhara_home + "/logs";
   ::mkdir(policy_.where.dhara_home.c_str(), 0700);
   ::mkdir(logs.c_str(), 0700);
+  // The audit writer and the checker first: refusals at load are audited too.
+  actors::audit_writer_config audit_cfg;
+  audit_cfg.dhara_home = policy_.where.dhara_home;
+  audit_cfg.durability = cfg.audit_durability;
+  audit_cfg.max_bytes = cfg.audit_max_bytes;
+  audit_cfg.keep = cfg.audit_keep;
+  audit_cfg.ignore_patterns = cfg.audit_ignore_patterns;
+  audit_ = actors::spawn_audit_writer(sys_, std::move(audit_cfg));
+  checker_ = actors::spawn_checker(sys_, policy_.snapshot, audit_);
+  actors::permissions_store_config store_cfg;
+  store_cfg.dhara_home = policy_.where.dhara_home;
+  store_cfg.home = policy_.where.home;
+  store_cfg.project_root = policy_.where.project_root;
+  store_cfg.cwd = policy_.where.cwd;
+  store_cfg.interactive = policy_.snapshot->interactive;
+  store_cfg.settings = cfg;
+  for (const discovered_extension& e : policy_.extensions) store_cfg.extensions.emplace_back(e.manifest, e.folder);
+  store_cfg.checkers = {checker_};
+  store_cfg.first_generation = policy_.snapshot->generation;
+  store_ = actors::spawn_permissions_store(sys_, loop_, std::move(store_cfg));
+
   const char* path_env = std::getenv("PATH");
   interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
 
@@ -151,15 +174,40 @@ void extension_host::start() {
                  });
   }
   std::sort(infos_.begin(), infos_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<policy::audit_entry> refusals;
   for (const actors::extension_info& info : infos_) {
     if (info.state != actors::extension_state::ready) continue;
+    policy::capability_set declared;
+    for (const discovered_extension& e : policy_.extensions)
+      if (e.manifest.name == info.name) declared = e.manifest.capabilities;
     for (const json& t : info.tools) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
-      registered_tool rt{info.name, t["name"].get<std::string>(), t};
+      std::string tool = t["name"].get<std::string>();
+      auto required = policy::tool_required_capabilities(declared, t);
+      if (!required) {
+        // A tool may not use more than its extension declares: refused at load, audited.
+        std::string reason = "tool '" + tool + "' is refused: " + required.err().message;
+        refused_[info.name + "/" + tool] = reason;
+        policy::audit_entry e;
+        e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+        e.extension = info.name;
+        e.capability = "*";
+        e.action = policy::audit_action::denied;
+        e.reason = reason;
+        e.decided_by = policy::decider::rule;
+        e.tool = tool;
+        refusals.push_back(std::move(e));
+        spdlog::warn("extension {}: {}", info.name, reason);
+        continue;
+      }
+      registered_tool rt{info.name, tool, t, *required};
       by_bare_name_[rt.name].push_back(rt);
       by_qualified_name_[info.name + "/" + rt.name] = rt;
     }
   }
+  if (!refusals.empty()) self->request(audit_, caf::infinite, actors::append_atom::value, std::move(refusals))
+                             .receive([](actors::audit_ack&) {}, [](caf::error&) {});
 }
 
 std::variant<registered_tool, resolve_error> extension_host::resolve(const std::string& tool,
@@ -177,6 +225,10 @@ std::variant<registered_tool, resolve_error> extension_host::resolve(const std::
   // Name the reason when the tool would belong to an extension that is not running.
   std::string ext = extension;
   if (ext.empty() && tool.find('/') != std::string::npos) ext = tool.substr(0, tool.rfind('/'));
+  if (auto it = refused_.find(qualified); it != refused_.end()) return resolve_error{it->second, it->second};
+  if (extension.empty() && tool.find('/') == std::string::npos)
+    for (const auto& [name, reason] : refused_)
+      if (name.ends_with("/" + tool)) return resolve_error{reason, reason};
   for (const actors::extension_info& info : infos_)
     if (info.name == ext && info.state != actors::extension_state::ready)
       return resolve_error{"extension '" + ext + "' is " + std::string(actors::to_string(info.state)), info.reason};
@@ -204,6 +256,10 @@ void extension_host::shutdown() {
   }
   loop_->stop(policy_.settings.kill_grace_ms);
   supervisors_.clear();
+  // The checker and the audit writer end last, so every entry of this session is written.
+  caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(checker_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace dhara::broker

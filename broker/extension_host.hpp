@@ -13,7 +13,10 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/audit_writer.hpp"
+#include "actors/checker.hpp"
 #include "actors/extension_supervisor.hpp"
+#include "actors/permissions_store.hpp"
 #include "broker/policy_loader.hpp"
 
 namespace dhara::broker {
@@ -22,7 +25,8 @@ namespace dhara::broker {
 struct registered_tool {
   std::string extension;
   std::string name;
-  nlohmann::json declaration;  ///< {name, description, parameters, capabilities?}
+  nlohmann::json declaration;       ///< {name, description, parameters, capabilities?}
+  policy::capability_set required;  ///< what a call needs approved (DESIGN §9 tool-call gate)
 };
 
 /// Why a tool name did not resolve: -32601 with a sentence and, for a skipped or failed
@@ -65,6 +69,12 @@ class extension_host {
                                                        const std::string& extension) const;
   /// The supervisor of a started extension (invalid handle when unknown).
   actors::supervisor_actor supervisor(const std::string& extension) const;
+  /// The checker every call and host request goes through.
+  actors::checker_actor checker() const { return checker_; }
+  /// The permissions store (it pushes a new snapshot to the checker when the file changes).
+  actors::permissions_store_actor permissions_store() const { return store_; }
+  /// Tools refused at load (they require more than their manifest declares), with the reason.
+  const std::map<std::string, std::string>& refused_tools() const { return refused_; }
   /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.
   void shutdown();
   /// The loop, for tests that count live processes.
@@ -75,6 +85,10 @@ class extension_host {
   const loaded_policy& policy_;
   std::shared_ptr<io::event_loop> loop_;
   std::map<std::string, actors::supervisor_actor> supervisors_;
+  actors::audit_writer_actor audit_;
+  actors::checker_actor checker_;
+  actors::permissions_store_actor store_;
+  std::map<std::string, std::string> refused_;  // "ext/tool" → reason
   std::vector<actors::extension_info> infos_;
   std::map<std::string, std::vector<registered_tool>> by_bare_name_;
   std::map<std::string, registered_tool> by_qualified_name_;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "io/line_framer.hpp"
 
 namespace dhara::io {
@@ -49,6 +51,11 @@ struct event_loop::impl {
   uv_timer_t kill_timer{};
   bool stopping = false;
   bool finished = false;
+  struct watch {
+    uv_fs_event_t handle{};
+    std::function<void(std::string)> on_change;
+  };
+  std::vector<watch*> watches;
   std::unordered_map<std::uint64_t, proc*> procs;
 
   proc* find(std::uint64_t id) {
@@ -262,6 +269,11 @@ struct event_loop::impl {
 
   void begin_stop(std::uint64_t grace_ms) {
     stopping = true;
+    for (watch* w : watches) {
+      uv_fs_event_stop(&w->handle);
+      uv_close(reinterpret_cast<uv_handle_t*>(&w->handle), [](uv_handle_t* h) { delete static_cast<watch*>(h->data); });
+    }
+    watches.clear();
     for (auto& [id, p] : procs) {
       if (p->reported) continue;
       close_one(reinterpret_cast<uv_handle_t*>(&p->in));  // EOF on its stdin
@@ -283,8 +295,11 @@ struct event_loop::impl {
 };
 
 event_loop::event_loop() : impl_(std::make_unique<impl>()) {
-  // Writing to a pipe whose reader died raises SIGPIPE, which would kill dhara.
+  // Writing to a pipe whose reader died raises SIGPIPE, and writing past RLIMIT_FSIZE raises
+  // SIGXFSZ; either would kill dhara. Ignored, they become EPIPE / EFBIG errors, which fail
+  // closed where they happen (process-wide settings).
   std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   impl_->self = this;
   uv_loop_init(&impl_->loop);
   uv_async_init(&impl_->loop, &impl_->async, [](uv_async_t* h) {
@@ -341,6 +356,25 @@ void event_loop::resume_reading(std::uint64_t id) {
     if (!p || p->out_eof || p->reading) return;
     p->reading = true;
     impl::start_reading(p);
+  });
+}
+
+void event_loop::watch_directory(std::string dir, std::function<void(std::string)> on_change) {
+  post([this, d = std::move(dir), f = std::move(on_change)]() mutable {
+    auto* w = new impl::watch{{}, std::move(f)};
+    w->handle.data = w;
+    uv_fs_event_init(&impl_->loop, &w->handle);
+    int rc = uv_fs_event_start(&w->handle, [](uv_fs_event_t* h, const char* filename, int, int status) {
+      auto* me = static_cast<impl::watch*>(h->data);
+      if (status == 0 && filename) me->on_change(filename);
+    }, d.c_str(), 0);
+    if (rc < 0) {
+      // Without the watch, changes made by other processes would go unseen: say so loudly.
+      spdlog::error("cannot watch {} for changes: {}; permission changes need a restart", d, uv_strerror(rc));
+      uv_close(reinterpret_cast<uv_handle_t*>(&w->handle), [](uv_handle_t* h) { delete static_cast<impl::watch*>(h->data); });
+      return;
+    }
+    impl_->watches.push_back(w);
   });
 }
 

@@ -80,6 +80,11 @@ class event_loop {
   /// Starts reading stdout again after read_credit paused it.
   void resume_reading(std::uint64_t id);
 
+  /// Watches a directory (inotify through libuv): `on_change(filename)` runs on the loop
+  /// thread for every change of an entry, including a file renamed over another (the atomic
+  /// write of permissions.json). Watches end with stop().
+  void watch_directory(std::string dir, std::function<void(std::string)> on_change);
+
   /// Graceful stop: close every stdin, SIGTERM each group, SIGKILL after `grace_ms`, wait for
   /// every exit, close all handles and join the loop thread. Idempotent.
   void stop(std::uint64_t grace_ms = 2000);

@@ -29,7 +29,9 @@ std::string_view to_string(verdict_kind v);
 std::string_view to_string(decider d);
 
 /// A decision. `matched_rule` points into the snapshot that made it (valid while that
-/// snapshot lives); `reason` is empty for plain allows.
+/// snapshot lives): for a denied path the entry as the user wrote it, for an allowed path the
+/// resolved allowed root (where host file operations open beneath). `reason` is empty for
+/// plain allows.
 struct decision {
   verdict_kind verdict = verdict_kind::deny;
   std::string reason;

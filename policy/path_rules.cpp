@@ -445,7 +445,8 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     }
   }
 
-  if (allowed) return {verdict_kind::allow, {}, decider::rule, allowed->written};
+  // An allow names the resolved allowed root: host file operations open beneath it.
+  if (allowed) return {verdict_kind::allow, {}, decider::rule, allowed->normalized};
   std::string reason = std::string(access_word(access)) + " of '" + std::string(raw) + "'";
   if (effective != lexical) reason += " (resolves to '" + std::string(effective) + "')";
   reason += " is outside the allowed paths; add its folder to security.allowedPaths to allow it";

@@ -81,7 +81,16 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   return snap;
 }
 
+policy_snapshot failed_snapshot(std::string reason, std::uint64_t generation) {
+  policy_snapshot snap;
+  snap.generation = generation;
+  snap.level = security_level::paranoid;
+  snap.failure = std::move(reason);
+  return snap;
+}
+
 decision decide(const policy_snapshot& s, const check_request& r, const check_environment& env) {
+  if (!s.failure.empty()) return failure_decision(s.failure);
   auto it = s.extensions.find(r.extension);
   if (it == s.extensions.end())
     return deny("'" + std::string(r.extension) + "' is not a loaded extension");

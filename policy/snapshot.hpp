@@ -54,7 +54,13 @@ struct policy_snapshot {
   path_rule_set state_files;         ///< only dhara's own state files (what yolo keeps denied)
   std::unordered_map<std::string, extension_policy, string_hash, std::equal_to<>> extensions;
   std::vector<std::string> problems; ///< what could not be compiled (for `dhara doctor`)
+  std::string failure;               ///< non-empty: the policy could not be loaded; every check
+                                     ///< is denied with this reason (decided_by failure)
 };
+
+/// A snapshot that denies everything, with the reason (an unreadable permissions file, a
+/// config that stopped parsing): fail closed, and say why.
+policy_snapshot failed_snapshot(std::string reason, std::uint64_t generation);
 
 using snapshot_ptr = std::shared_ptr<const policy_snapshot>;
 

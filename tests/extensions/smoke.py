@@ -331,6 +331,13 @@ def fork_child(x):
     assert line == "open", f"stdout closed or replied: {line!r}"
 
 
+def fs_tool(x):
+    x.initialize(["read", "overreach"])
+    got = x.execute("read", {"path": os.path.join(HERE, "fs-tool", "manifest.json")})
+    assert '"fs-tool"' in text_of(got), f"read: {got}"
+    x.shutdown()
+
+
 TESTS = [
     ("echo-py", "full protocol", full_echo("echo-py")),
     ("echo-node", "full protocol", full_echo("echo-node")),
@@ -346,6 +353,7 @@ TESTS = [
     ("stderr-flood", "20 MiB stderr then result", stderr_flood),
     ("unknown-id", "wrong id, right id, duplicate", unknown_id),
     ("fork-child", "exits 5, a grandchild keeps stdout open", fork_child),
+    ("fs-tool", "declares filesystem:read, reads a file", fs_tool),
 ]
 
 

@@ -130,3 +130,12 @@ TEST_CASE("a snapshot whose denied paths cannot be compiled is refused", "[polic
   f.config.denied_paths.push_back("relative/secret");
   CHECK(f.compile() == nullptr);
 }
+
+TEST_CASE("a failed snapshot denies every check with its reason", "[policy][decide]") {
+  auto snap = failed_snapshot("permissions.json is malformed", 7);
+  decision d = decide(snap, path_req("web-tools", capability::filesystem_read, "src/a.ts"));
+  CHECK(d.verdict == verdict_kind::deny);
+  CHECK(d.decided_by == decider::failure);
+  CHECK(d.reason == "permissions.json is malformed");
+  CHECK(snap.generation == 7);
+}

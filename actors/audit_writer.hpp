@@ -1,0 +1,56 @@
+// The audit writer: the only writer of audit.jsonl. Entries from every checker are batched
+// (one write(2) per batch, one fdatasync per batch in fsync mode) and each append is answered
+// only when its entries are as durable as `security.audit.durability` asks — the checker
+// releases a decision only then. A write failure answers with an error: checks fail closed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "policy/audit_entry.hpp"
+#include "policy/settings.hpp"
+
+
+namespace dhara::actors {
+
+using append_atom = caf::atom_constant<caf::atom("append")>;  ///< entries to write
+using flush_atom = caf::atom_constant<caf::atom("flush")>;    ///< write what is pending
+
+/// The answer to an append: the last seq written (0 when everything was dropped by
+/// auditIgnorePatterns or is not written yet under durability none), or why it failed.
+struct audit_ack {
+  std::uint64_t last_seq = 0;
+  std::string error;  ///< non-empty: the entries were not written; the decisions must deny
+};
+
+/// What a checker sees of the writer: append entries; the reply comes once they are as
+/// durable as configured.
+using audit_sink_actor = caf::typed_actor<caf::replies_to<append_atom, std::vector<policy::audit_entry>>::with<audit_ack>>;
+
+/// The writer's whole interface: the sink, plus its own batching tick.
+using audit_writer_actor = audit_sink_actor::extend<
+    /// self: write every pending entry in one batch.
+    caf::reacts_to<flush_atom>>;
+
+/// How the writer works.
+struct audit_writer_config {
+  std::string dhara_home;
+  policy::audit_durability durability = policy::audit_durability::write;
+  std::uint64_t max_bytes = 104857600;
+  std::uint32_t keep = 5;
+  std::vector<std::string> ignore_patterns;    ///< auditIgnorePatterns: drop matching allowed entries
+  std::size_t max_pending_bytes = 64u << 20;   ///< backlog budget: beyond it appends fail closed
+};
+
+/// Spawns the writer; it opens (or creates) $DHARA_HOME/audit.jsonl and continues its chain.
+audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_config config);
+
+}  // namespace dhara::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dhara::policy::audit_entry>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::audit_ack)

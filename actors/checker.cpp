@@ -1,0 +1,106 @@
+// The capability checker actor (see checker.hpp).
+#include "actors/checker.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+#include <caf/all.hpp>
+
+#include "io/path_resolver.hpp"
+
+namespace dhara::actors {
+namespace {
+
+struct checker_state {
+  policy::snapshot_ptr snapshot;
+  audit_sink_actor audit;
+  io::real_path_resolver resolver;
+  std::unique_ptr<io::path_executable_locator> locator;
+  static inline const char* name = "checker";
+};
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+}  // namespace
+
+policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,
+                                    const policy::decision& d) {
+  policy::audit_entry e;
+  e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  e.extension = batch.extension;
+  e.capability = std::string(policy::to_string(check.cap));
+  e.action = d.allowed() ? policy::audit_action::allowed : policy::audit_action::denied;
+  switch (check.kind) {
+    case policy::subject_kind::none: break;
+    case policy::subject_kind::path: e.details.push_back({"path", check.subject}); break;
+    case policy::subject_kind::url: e.details.push_back({"url", check.subject}); break;
+    case policy::subject_kind::command_string: e.details.push_back({"command", check.subject}); break;
+    case policy::subject_kind::argv: e.details.push_back({"command", joined(check.argv)}); break;
+  }
+  e.reason = d.reason;
+  e.decided_by = d.decided_by;
+  e.tool = batch.tool;
+  e.tool_call_id = batch.tool_call_id;
+  e.session = batch.session;
+  return e;
+}
+
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit) {
+  return sys.spawn([](checker_actor::stateful_pointer<checker_state> self, policy::snapshot_ptr snap,
+                      audit_sink_actor sink) -> checker_actor::behavior_type {
+    auto& st = self->state;
+    st.snapshot = std::move(snap);
+    st.audit = std::move(sink);
+    const char* path_env = std::getenv("PATH");
+    st.locator = std::make_unique<io::path_executable_locator>(path_env ? path_env : "/usr/bin:/bin",
+                                                               st.snapshot ? st.snapshot->cwd : "/");
+    return {
+        [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
+          auto& s = self->state;
+          auto rp = self->make_response_promise<check_outcome>();
+          if (!s.snapshot) {
+            rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure});
+            return rp;
+          }
+          policy::check_environment env{&s.resolver, s.locator.get()};
+          std::vector<policy::audit_entry> entries;
+          entries.reserve(batch.checks.size());
+          check_outcome outcome{true, "", "", policy::decider::rule};
+          for (const policy::gate_check& c : batch.checks) {
+            policy::decision d = policy::decide(*s.snapshot, c.request(batch.extension), env);
+            if (d.verdict == policy::verdict_kind::ask) {
+              // SEAM: an interactive session asks the approval actor here (CLI issue). Until a
+              // session can prompt, a pending capability is refused with the approve command.
+              d = {policy::verdict_kind::deny,
+                   std::string(policy::to_string(c.cap)) + " is not approved for '" + batch.extension + "'; run '" +
+                       policy::approve_command(batch.extension, c.cap) + "'",
+                   policy::decider::rule, {}};
+            }
+            entries.push_back(audit_entry_for(batch, c, d));
+            if (!d.allowed() && outcome.allowed)
+              outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by};
+            if (!d.allowed()) break;  // the first denial decides; later checks are not run
+          }
+          // The decision is released only once its entries are as durable as configured.
+          self->request(s.audit, caf::infinite, append_atom::value, std::move(entries))
+              .then(
+                  [rp, outcome](audit_ack& ack) mutable {
+                    if (ack.error.empty()) rp.deliver(outcome);
+                    else rp.deliver(check_outcome{false, outcome.capability, ack.error, policy::decider::failure});
+                  },
+                  [rp, outcome](caf::error&) mutable {
+                    rp.deliver(check_outcome{false, outcome.capability, "the audit writer is gone", policy::decider::failure});
+                  });
+          return rp;
+        },
+        [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
+    };
+  }, std::move(snapshot), std::move(audit));
+}
+
+}  // namespace dhara::actors

@@ -1,0 +1,58 @@
+// The capability checker: decides every check of a tool call or host request with
+// policy::decide on the snapshot it holds itself, writes one audit entry per check through
+// the audit writer, and answers only once those entries are durable. Any doubt — a failed
+// audit write, a pending capability nobody can be asked about — denies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/audit_writer.hpp"
+#include "policy/snapshot.hpp"
+#include "policy/tool_gate.hpp"
+
+namespace dhara::actors {
+
+using check_atom = caf::atom_constant<caf::atom("check")>;        ///< decide a set of checks
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  ///< a new policy snapshot
+
+/// What is being checked: one tool call or one host request.
+struct check_batch {
+  std::string extension;
+  std::string tool;          ///< the tool, or the host method ("host/fs/read")
+  std::string tool_call_id;
+  std::string session;
+  std::vector<policy::gate_check> checks;
+};
+
+/// The verdict on a batch: allowed, or the first denial with its capability and reason.
+struct check_outcome {
+  bool allowed = false;
+  std::string capability;
+  std::string reason;
+  policy::decider decided_by = policy::decider::failure;
+};
+
+/// The checker's interface.
+using checker_actor = caf::typed_actor<
+    /// session / supervisor → checker: decide and audit every check; replies allowed or the
+    /// first denial (decided_by failure when the audit could not be written).
+    caf::replies_to<check_atom, check_batch>::with<check_outcome>,
+    /// permissions store → checker: use this snapshot from the next check on.
+    caf::reacts_to<snapshot_atom, policy::snapshot_ptr>>;
+
+/// Spawns a checker holding `snapshot`; entries go to `audit` (the append interface only).
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit);
+
+/// The audit entry for one decided check (timestamp now).
+policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,
+                                    const policy::decision& d);
+
+}  // namespace dhara::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::check_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::check_outcome)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::policy::snapshot_ptr)

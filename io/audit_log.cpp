@@ -1,0 +1,856 @@
+// audit.jsonl on disk: chain recovery at open, batched hash-chained appends with one write(2)
+// per file, rotation, multi-process safety through a lock file, and the chain verifier.
+#include "io/audit_log.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <utility>
+#include <variant>
+
+#include <openssl/evp.h>
+
+#include "policy/json_text.hpp"
+
+namespace dhara::io {
+
+namespace {
+
+using policy::errc;
+using policy::error;
+using policy::make_error;
+
+constexpr std::string_view current_name = "audit.jsonl";
+constexpr std::string_view lock_name = "audit.lock";
+constexpr std::string_view suffix_head = R"(,"hash":")";  // then 64 hex, then "}
+constexpr char zero_hash[65] = "0000000000000000000000000000000000000000000000000000000000000000";
+static_assert(policy::audit_hash_suffix_bytes == suffix_head.size() + 64 + 2);
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+error io_error(std::string_view what, const std::string& path, int err) {
+  return make_error(errc::invalid_value,
+                    "cannot " + std::string(what) + " " + path + ": " + errno_text(err));
+}
+
+std::string join(const std::string& dir, std::string_view name) {
+  std::string p = dir;
+  if (p.empty() || p.back() != '/') p.push_back('/');
+  p.append(name);
+  return p;
+}
+
+std::string rotated_name(std::uint64_t n) { return "audit." + std::to_string(n) + ".jsonl"; }
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// ---- SHA-256 ---------------------------------------------------------------------------
+
+// One fetched SHA-256 implementation and one context, reused for every line: fetching or
+// allocating per line would cost more than hashing a 300-byte line (~0.2 µs with SHA-NI).
+class sha256_hasher {
+ public:
+  sha256_hasher()
+      : md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)), ctx_(EVP_MD_CTX_new()) {}
+  ~sha256_hasher() {
+    EVP_MD_CTX_free(ctx_);
+    EVP_MD_free(md_);
+  }
+  sha256_hasher(const sha256_hasher&) = delete;
+  sha256_hasher& operator=(const sha256_hasher&) = delete;
+
+  bool usable() const { return md_ != nullptr && ctx_ != nullptr; }
+
+  // Writes hex(SHA-256(prev ‖ body)) into out[0..64); false if OpenSSL failed.
+  bool chain_hash(std::string_view prev, std::string_view body, char* out) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestInit_ex2(ctx_, md_, nullptr) != 1 ||
+        EVP_DigestUpdate(ctx_, prev.data(), prev.size()) != 1 ||
+        EVP_DigestUpdate(ctx_, body.data(), body.size()) != 1 ||
+        EVP_DigestFinal_ex(ctx_, digest, &len) != 1 || len != 32) {
+      return false;
+    }
+    static constexpr char digits[] = "0123456789abcdef";
+    for (unsigned i = 0; i < 32; ++i) {
+      out[2 * i] = digits[digest[i] >> 4];
+      out[2 * i + 1] = digits[digest[i] & 0xF];
+    }
+    return true;
+  }
+
+ private:
+  EVP_MD* md_;
+  EVP_MD_CTX* ctx_;
+};
+
+// ---- line shape ------------------------------------------------------------------------
+
+bool is_lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// The 64 hex characters of a line's hash suffix (the line without its newline), or empty
+// when the line does not end with `,"hash":"<64 lowercase hex>"}`.
+std::string_view hash_of(std::string_view line) {
+  constexpr std::size_t n = policy::audit_hash_suffix_bytes;
+  if (line.size() < n + 1) return {};
+  const std::string_view suffix = line.substr(line.size() - n);
+  if (suffix.substr(0, suffix_head.size()) != suffix_head || suffix.substr(n - 2) != "\"}") return {};
+  const std::string_view hex = suffix.substr(suffix_head.size(), 64);
+  return is_lower_hex(hex) ? hex : std::string_view{};
+}
+
+struct line_facts {
+  std::uint64_t seq = 0;
+  std::string_view hash;  // points into the line
+};
+
+// A SAX pass over one line: checks it is one JSON object no deeper than max_json_depth and
+// picks the top-level "seq", without building a DOM (a hostile 16 MiB line of tiny members
+// would cost ten times its size as a DOM).
+class line_checker {
+ public:
+  using json = nlohmann::json;
+
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (seq_next_) seq_ = v;
+    return value();
+  }
+  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+  bool string(json::string_t&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
+  bool key(json::string_t& k) {
+    if (depth_ == 1 && k == "seq") {
+      if (seen_seq_) return fail("the line has two \"seq\" keys");
+      seen_seq_ = seq_next_ = true;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) {
+    if (depth_ == 0 && started_) return fail("the line holds more than one JSON value");
+    started_ = true;
+    return enter();
+  }
+  bool end_object() { return leave(); }
+  bool start_array(std::size_t) {
+    if (depth_ == 0) return fail("the line is not a JSON object");
+    seq_next_ = false;
+    return enter();
+  }
+  bool end_array() { return leave(); }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string&, const Exception& e) {
+    return fail("the line is not JSON (at byte " + std::to_string(position) + ": " +
+                policy::printable_excerpt(e.what(), 200) + ")");
+  }
+
+  const std::string& why() const { return why_; }
+  std::uint64_t seq() const { return seq_; }
+
+ private:
+  bool value() {
+    if (depth_ == 0) return fail("the line is not a JSON object");
+    seq_next_ = false;
+    return true;
+  }
+  bool enter() {
+    seq_next_ = false;
+    if (++depth_ > policy::max_json_depth) return fail("the line nests deeper than " +
+                                                       std::to_string(policy::max_json_depth));
+    return true;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+  bool fail(std::string why) {
+    if (why_.empty()) why_ = std::move(why);
+    return false;
+  }
+
+  std::size_t depth_ = 0;
+  bool started_ = false;
+  bool seen_seq_ = false;
+  bool seq_next_ = false;  // the next value belongs to the top-level "seq" key
+  std::uint64_t seq_ = 0;
+  std::string why_;
+};
+
+// Checks what every audit line must be: the hash suffix, one JSON object, a top-level
+// `seq` >= 1. Returns the facts or why the line is not an audit line. Never throws.
+std::variant<line_facts, std::string> read_line_facts(std::string_view line) {
+  if (line.empty()) return std::string("the line is empty");
+  const std::string_view hash = hash_of(line);
+  if (hash.empty()) {
+    return std::string(R"(the line does not end with ,"hash":"<64 lowercase hex>"})");
+  }
+  line_checker checker;
+  bool parsed = false;
+  try {
+    parsed = nlohmann::json::sax_parse(line.begin(), line.end(), &checker);
+  } catch (const std::exception& e) {  // allocation failure; the SAX parser reports the rest
+    return "the line could not be checked (" + std::string(e.what()) + ")";
+  }
+  if (!parsed || !checker.why().empty()) {
+    return checker.why().empty() ? std::string("the line is not a JSON object") : checker.why();
+  }
+  if (checker.seq() == 0) return std::string("the line has no \"seq\" that is a positive integer");
+  return line_facts{checker.seq(), hash};
+}
+
+// ---- reading ---------------------------------------------------------------------------
+
+// pread until `len` bytes or EOF; returns bytes read or -errno.
+long long read_at(int fd, char* buf, std::size_t len, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -static_cast<long long>(errno);
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<long long>(done);
+}
+
+// The end of a file as recovery sees it.
+struct file_tail {
+  std::uint64_t complete_bytes = 0;  // bytes up to and including the last newline
+  std::string torn;                  // bytes after the last newline (a torn write)
+  std::string last_line;             // the last complete line, without its newline
+  bool has_line = false;
+};
+
+// Reads backwards from the end of `fd` (of `size` bytes) far enough to see the torn tail
+// and the last complete line, each at most max_audit_line_bytes long.
+policy::result<file_tail> read_tail(int fd, std::uint64_t size, const std::string& path) {
+  file_tail tail;
+  if (size == 0) return tail;
+  const std::uint64_t limit = 2 * static_cast<std::uint64_t>(max_audit_line_bytes) + 2;
+  std::uint64_t window = 64 * 1024;
+  std::string buf;
+  while (true) {
+    window = std::min(window, size);
+    const std::uint64_t start = size - window;
+    buf.resize(static_cast<std::size_t>(window));
+    const long long n = read_at(fd, buf.data(), buf.size(), start);
+    if (n < 0) return io_error("read", path, static_cast<int>(-n));
+    if (static_cast<std::uint64_t>(n) != window) {
+      return make_error(errc::invalid_value, path + " shrank while it was read; is another "
+                                                    "program writing it?");
+    }
+    const bool whole = start == 0;
+    // Where the last complete line ends (its newline), in buffer coordinates.
+    std::size_t line_end = buf.size() - 1;
+    if (buf.back() != '\n') {
+      const std::size_t nl = buf.rfind('\n');
+      if (nl == std::string::npos && !whole) {
+        if (window >= limit) break;
+        window *= 2;
+        continue;
+      }
+      const std::size_t torn_begin = nl == std::string::npos ? 0 : nl + 1;
+      tail.torn.assign(buf, torn_begin);
+      if (nl == std::string::npos) return tail;  // the whole file is one torn line
+      line_end = nl;
+    }
+    const std::size_t prev = line_end == 0 ? std::string::npos : buf.rfind('\n', line_end - 1);
+    if (prev == std::string::npos && !whole) {
+      if (window >= limit) break;
+      window *= 2;
+      continue;
+    }
+    const std::size_t line_begin = prev == std::string::npos ? 0 : prev + 1;
+    tail.complete_bytes = start + line_end + 1;
+    tail.last_line.assign(buf, line_begin, line_end - line_begin);
+    tail.has_line = true;
+    if (tail.torn.size() > max_audit_line_bytes || tail.last_line.size() > max_audit_line_bytes) break;
+    return tail;
+  }
+  return make_error(errc::invalid_value,
+                    path + " ends with a line longer than " +
+                        std::to_string(max_audit_line_bytes) +
+                        " bytes: it was not written by dhara. Check it with `dhara doctor "
+                        "--audit-log --verify`, then move it away to start a new trail");
+}
+
+// The N of every "audit.N.jsonl" in `dir`, ascending (N >= 1, no leading zeros).
+policy::result<std::vector<std::uint64_t>> rotated_numbers(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    const int err = errno;
+    if (err == ENOENT) return make_error(errc::not_found, dir + " does not exist");
+    return io_error("list", dir, err);
+  }
+  std::vector<std::uint64_t> out;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    constexpr std::string_view head = "audit.";
+    constexpr std::string_view tail = ".jsonl";
+    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail)) continue;
+    const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    if (digits.size() > 9 || digits.front() == '0') continue;
+    std::uint64_t n = 0;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc{} || p != digits.data() + digits.size()) continue;
+    out.push_back(n);
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) return io_error("list", dir, err);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Opens a file of the trail for reading: never blocks on a FIFO planted under the name, and
+// never follows a symlink (the writer would not either).
+policy::result<int> open_for_reading(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return make_error(errc::not_found, path + " does not exist");
+    if (err == ELOOP) return make_error(errc::invalid_path, path + " is a symbolic link");
+    return io_error("open", path, err);
+  }
+  return fd;
+}
+
+// Holds an exclusive flock for one scope.
+class file_lock {
+ public:
+  explicit file_lock(int fd) : fd_(fd) {
+    int rc;
+    do rc = ::flock(fd_, LOCK_EX);
+    while (rc != 0 && errno == EINTR);
+    err_ = rc == 0 ? 0 : errno;
+  }
+  ~file_lock() {
+    if (err_ == 0) ::flock(fd_, LOCK_UN);
+  }
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+  int error_number() const { return err_; }
+
+ private:
+  int fd_;
+  int err_;
+};
+
+std::string torn_note(const std::string& path, const std::string& torn) {
+  return path + ": removed a torn last line (" + std::to_string(torn.size()) +
+         " bytes without a newline, left by a write that never completed, so no decision was "
+         "released on it): " +
+         policy::printable_excerpt(torn, 120);
+}
+
+}  // namespace
+
+// ---- audit_log -------------------------------------------------------------------------
+
+struct audit_log::hasher {
+  sha256_hasher sha;
+};
+
+audit_log::audit_log(std::string dir, audit_log_options options)
+    : dir_(std::move(dir)),
+      path_(join(dir_, current_name)),
+      options_(options),
+      hasher_(std::make_unique<hasher>()) {
+  std::memcpy(last_hash_, zero_hash, sizeof last_hash_);
+}
+
+audit_log::audit_log(audit_log&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      path_(std::move(other.path_)),
+      options_(other.options_),
+      fd_(std::exchange(other.fd_, -1)),
+      lock_fd_(std::exchange(other.lock_fd_, -1)),
+      ino_(other.ino_),
+      dev_(other.dev_),
+      size_(other.size_),
+      last_seq_(other.last_seq_),
+      recovered_(std::move(other.recovered_)),
+      broken_(std::move(other.broken_)),
+      hasher_(std::move(other.hasher_)),
+      batch_(std::move(other.batch_)),
+      cuts_(std::move(other.cuts_)) {
+  std::memcpy(last_hash_, other.last_hash_, sizeof last_hash_);
+}
+
+audit_log& audit_log::operator=(audit_log&& other) noexcept {
+  if (this == &other) return *this;
+  close_fds();
+  dir_ = std::move(other.dir_);
+  path_ = std::move(other.path_);
+  options_ = other.options_;
+  fd_ = std::exchange(other.fd_, -1);
+  lock_fd_ = std::exchange(other.lock_fd_, -1);
+  ino_ = other.ino_;
+  dev_ = other.dev_;
+  size_ = other.size_;
+  last_seq_ = other.last_seq_;
+  std::memcpy(last_hash_, other.last_hash_, sizeof last_hash_);
+  recovered_ = std::move(other.recovered_);
+  broken_ = std::move(other.broken_);
+  hasher_ = std::move(other.hasher_);
+  batch_ = std::move(other.batch_);
+  cuts_ = std::move(other.cuts_);
+  return *this;
+}
+
+audit_log::~audit_log() { close_fds(); }
+
+void audit_log::close_fds() {
+  close_fd(fd_);
+  close_fd(lock_fd_);
+}
+
+policy::result<audit_log> audit_log::open(std::string dir, audit_log_options options) {
+  if (dir.empty()) return make_error(errc::invalid_path, "the audit directory is empty");
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return io_error("create", dir, errno);
+  audit_log log(std::move(dir), options);
+  if (!log.hasher_->sha.usable()) {
+    return make_error(errc::invalid_value, "OpenSSL provides no SHA-256; the audit chain cannot be written");
+  }
+  const std::string lock_path = join(log.dir_, lock_name);
+  log.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (log.lock_fd_ < 0) return io_error("create", lock_path, errno);
+  const file_lock lock(log.lock_fd_);
+  if (lock.error_number() != 0) return io_error("lock", lock_path, lock.error_number());
+  if (auto err = log.open_current()) return std::move(*err);
+  if (auto err = log.recover_tail()) return std::move(*err);
+  return log;
+}
+
+std::optional<error> audit_log::open_current() {
+  close_fd(fd_);
+  // O_NOFOLLOW: a symlink planted as audit.jsonl must not redirect the trail elsewhere.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
+               0600);
+  if (fd_ < 0) return io_error("open", path_, errno);
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return io_error("stat", path_, errno);
+  if (!S_ISREG(st.st_mode)) {
+    close_fd(fd_);
+    return make_error(errc::invalid_value, path_ + " is not a regular file; move it away and retry");
+  }
+  ino_ = st.st_ino;
+  dev_ = st.st_dev;
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  return std::nullopt;
+}
+
+// Finds the chain's last seq and hash on disk, cutting a torn last line of audit.jsonl.
+// Called with the lock held.
+std::optional<error> audit_log::recover_tail() {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return io_error("stat", path_, errno);
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  auto tail = read_tail(fd_, size_, path_);
+  if (!tail) return tail.err();
+  if (!tail->torn.empty()) {
+    int rc;
+    do rc = ::ftruncate(fd_, static_cast<off_t>(tail->complete_bytes));
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) return io_error("truncate the torn last line of", path_, errno);
+    if (options_.durability == policy::audit_durability::fsync) ::fdatasync(fd_);
+    size_ = tail->complete_bytes;
+    if (!recovered_.empty()) recovered_ += '\n';
+    recovered_ += torn_note(path_, tail->torn);
+  }
+  std::string source = path_;
+  if (!tail->has_line) {
+    // audit.jsonl is empty (new, or just rotated): the chain ends in the newest rotated file.
+    auto numbers = rotated_numbers(dir_);
+    if (!numbers) return numbers.err();
+    tail = file_tail{};
+    for (const std::uint64_t n : *numbers) {
+      source = join(dir_, rotated_name(n));
+      auto fd = open_for_reading(source);
+      if (!fd) return fd.err();
+      struct stat rst;
+      if (::fstat(*fd, &rst) != 0 || !S_ISREG(rst.st_mode)) {
+        ::close(*fd);
+        return make_error(errc::invalid_value, source + " is not a regular file; move it away and retry");
+      }
+      tail = read_tail(*fd, static_cast<std::uint64_t>(rst.st_size), source);
+      ::close(*fd);
+      if (!tail) return tail.err();
+      if (!tail->torn.empty()) {
+        // dhara never writes to a rotated file, so this was not a crash: refuse to guess.
+        return make_error(errc::parse_error,
+                          source + " ends without a newline, but dhara never writes to a rotated "
+                                   "file: it was edited. Check it with `dhara doctor --audit-log "
+                                   "--verify`, then move it away");
+      }
+      if (tail->has_line) break;
+    }
+  }
+  if (!tail->has_line) {
+    last_seq_ = 0;
+    std::memcpy(last_hash_, zero_hash, sizeof last_hash_);
+    return std::nullopt;
+  }
+  auto facts = read_line_facts(tail->last_line);
+  if (auto* why = std::get_if<std::string>(&facts)) {
+    return make_error(errc::parse_error,
+                      source + ": the last line cannot continue the audit chain: " + *why +
+                          ". dhara does not rewrite audit files; check it with `dhara doctor "
+                          "--audit-log --verify`, then move it away to start a new trail");
+  }
+  const auto& f = std::get<line_facts>(facts);
+  last_seq_ = f.seq;
+  std::memcpy(last_hash_, f.hash.data(), sizeof last_hash_);
+  return std::nullopt;
+}
+
+// Another process (a CLI command, a second session) may have appended or rotated since this
+// object last wrote: follow it, so the chain stays one chain. Called with the lock held.
+std::optional<error> audit_log::sync_with_disk() {
+  struct stat st;
+  if (::stat(path_.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_ino) != ino_ ||
+      static_cast<std::uint64_t>(st.st_dev) != dev_) {
+    if (auto err = open_current()) return err;
+    return recover_tail();
+  }
+  if (static_cast<std::uint64_t>(st.st_size) != size_) return recover_tail();
+  return std::nullopt;
+}
+
+// audit.jsonl becomes audit.1.jsonl, older files shift up one, those past `keep` go, and a
+// new empty audit.jsonl is opened. Called with the lock held.
+std::optional<error> audit_log::rotate() {
+  auto numbers = rotated_numbers(dir_);
+  if (!numbers) return numbers.err();
+  const std::uint64_t keep = std::max<std::uint32_t>(options_.keep, 1);
+  // Oldest first, so every rename targets a free name; a crash in between leaves a gap in
+  // the numbers, never two files out of order.
+  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
+    const std::string from = join(dir_, rotated_name(*it));
+    if (*it >= keep) {
+      if (::unlink(from.c_str()) != 0 && errno != ENOENT) return io_error("delete the old audit file", from, errno);
+      continue;
+    }
+    const std::string to = join(dir_, rotated_name(*it + 1));
+    if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) return io_error("rename", from, errno);
+  }
+  const std::string first = join(dir_, rotated_name(1));
+  if (::rename(path_.c_str(), first.c_str()) != 0) return io_error("rotate", path_, errno);
+  const int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    // Put the file back, so the chain's end keeps its name and this object its file.
+    if (::rename(first.c_str(), path_.c_str()) != 0) {
+      broken_ = "the audit rotation of " + path_ + " failed halfway (" + errno_text(err) +
+                "); reopen the audit log";
+    }
+    return io_error("create", path_, err);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    broken_ = "cannot stat the new " + path_ + " (" + errno_text(err) + "); reopen the audit log";
+    return io_error("stat", path_, err);
+  }
+  close_fd(fd_);
+  fd_ = fd;
+  ino_ = st.st_ino;
+  dev_ = st.st_dev;
+  size_ = 0;
+  if (options_.durability == policy::audit_durability::fsync) {
+    // The renames and the new name must survive power loss like the lines do.
+    const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return io_error("open", dir_, errno);
+    const int rc = ::fsync(dfd);
+    const int err = errno;
+    ::close(dfd);
+    if (rc != 0) return io_error("fsync", dir_, err);
+  }
+  return std::nullopt;
+}
+
+// One write(2) (looping only on partial writes) of batch_[begin, end), then fdatasync in
+// fsync durability. On failure the file is cut back to its size before the segment.
+std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end) {
+  const std::uint64_t before = size_;
+  const char* p = batch_.data() + begin;
+  std::size_t left = end - begin;
+  int err = 0;
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      err = errno;
+      break;
+    }
+    if (n == 0) {
+      err = EIO;
+      break;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (err == 0 && options_.durability == policy::audit_durability::fsync) {
+    int rc;
+    do rc = ::fdatasync(fd_);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) err = errno;
+  }
+  if (err == 0) {
+    size_ = before + (end - begin);
+    return std::nullopt;
+  }
+  const bool synced = left == 0;  // the write went through; fdatasync failed
+  if (left != end - begin || options_.durability == policy::audit_durability::fsync) {
+    // No torn line may stay: the next append would glue its line onto it.
+    int rc;
+    do rc = ::ftruncate(fd_, static_cast<off_t>(before));
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      broken_ = "a failed write left a partial line in " + path_ + " that could not be cut (" +
+                errno_text(errno) + "); reopen the audit log";
+    }
+  }
+  return io_error(synced ? "fdatasync" : "write the audit trail to", path_, err);
+}
+
+policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> entries) {
+  if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
+  if (entries.empty()) return last_seq_;
+  const file_lock lock(lock_fd_);
+  if (lock.error_number() != 0) return io_error("lock", join(dir_, lock_name), lock.error_number());
+  if (auto err = sync_with_disk()) return std::move(*err);
+
+  // Serialize and chain the whole batch, noting where rotations go: before a line that would
+  // take a non-empty audit.jsonl past max_bytes, so a file exceeds it only by a lone line
+  // that is itself larger.
+  batch_.clear();
+  cuts_.clear();
+  char prev[64];
+  std::memcpy(prev, last_hash_, sizeof prev);
+  std::uint64_t seq = last_seq_;
+  std::uint64_t file_bytes = size_;
+  for (policy::audit_entry& entry : entries) {
+    const std::size_t start = batch_.size();
+    entry.seq = ++seq;
+    policy::append_audit_body(batch_, entry);
+    const std::string_view body(batch_.data() + start, batch_.size() - start);
+    if (!hasher_->sha.chain_hash({prev, sizeof prev}, body, prev)) {
+      return make_error(errc::invalid_value, "SHA-256 failed in OpenSSL; the audit line was not written");
+    }
+    policy::append_audit_suffix(batch_, {prev, sizeof prev});
+    const std::uint64_t line = batch_.size() - start;
+    if (options_.max_bytes != 0 && file_bytes > 0 && file_bytes + line > options_.max_bytes) {
+      cuts_.emplace_back(start, seq - 1);
+      file_bytes = 0;
+    }
+    file_bytes += line;
+  }
+  cuts_.emplace_back(batch_.size(), seq);
+
+  // One segment per file, each one write(2). After each, the in-memory chain is what is on
+  // disk; only the first segment can be empty (its first line already needs a new file).
+  std::size_t begin = 0;
+  std::uint64_t written = 0;  // entries of this batch on disk so far
+  for (std::size_t i = 0; i < cuts_.size(); ++i) {
+    const auto [end, end_seq] = cuts_[i];
+    std::optional<error> err;
+    if (i > 0) err = rotate();
+    if (!err && end > begin) err = write_segment(begin, end);
+    if (err) {
+      if (written > 0) {
+        err->message += "; the batch's first " + std::to_string(written) + " entries (seq " +
+                        std::to_string(last_seq_ - written + 1) + " to " + std::to_string(last_seq_) +
+                        ") were written before it";
+      }
+      return std::move(*err);
+    }
+    if (end > begin) {
+      written += end_seq - last_seq_;
+      last_seq_ = end_seq;
+      std::memcpy(last_hash_, batch_.data() + end - 3 - sizeof last_hash_, sizeof last_hash_);
+    }
+    begin = end;
+  }
+  return last_seq_;
+}
+
+// ---- verification ----------------------------------------------------------------------
+
+namespace {
+
+// Reads a file line by line in bounded memory.
+class line_reader {
+ public:
+  explicit line_reader(int fd) : fd_(fd) {}
+
+  enum class status { line, end, too_long, failed };
+
+  // The next line (without its newline) in `line`; `end` at EOF, where `rest()` holds bytes
+  // after the last newline.
+  status next(std::string_view& line) {
+    while (true) {
+      const std::size_t nl = buf_.find('\n', scan_);
+      if (nl != std::string::npos) {
+        line = std::string_view(buf_).substr(begin_, nl - begin_);
+        begin_ = scan_ = nl + 1;
+        return status::line;
+      }
+      scan_ = buf_.size();
+      if (buf_.size() - begin_ > max_audit_line_bytes) return status::too_long;
+      if (eof_) return status::end;
+      if (begin_ > 0) {
+        buf_.erase(0, begin_);
+        scan_ -= begin_;
+        begin_ = 0;
+      }
+      const std::size_t old = buf_.size();
+      buf_.resize(old + chunk);
+      ssize_t n;
+      do n = ::read(fd_, buf_.data() + old, chunk);
+      while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        err_ = errno;
+        buf_.resize(old);
+        return status::failed;
+      }
+      buf_.resize(old + static_cast<std::size_t>(n));
+      if (n == 0) eof_ = true;
+    }
+  }
+
+  std::string_view rest() const { return std::string_view(buf_).substr(begin_); }
+  int error_number() const { return err_; }
+
+ private:
+  static constexpr std::size_t chunk = 1 << 20;
+  int fd_;
+  std::string buf_;
+  std::size_t begin_ = 0;  // start of the next line
+  std::size_t scan_ = 0;   // where to look for its newline
+  bool eof_ = false;
+  int err_ = 0;
+};
+
+}  // namespace
+
+policy::result<audit_verification> verify_audit(const std::string& dir) {
+  auto numbers = rotated_numbers(dir);
+  if (!numbers) return numbers.err();
+  audit_verification v;
+  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) v.files.push_back(join(dir, rotated_name(*it)));
+  const std::string current = join(dir, current_name);
+  struct stat st;
+  if (::lstat(current.c_str(), &st) == 0) {
+    v.files.push_back(current);
+  } else if (errno != ENOENT) {
+    return io_error("stat", current, errno);
+  }
+
+  sha256_hasher sha;
+  if (!sha.usable()) return make_error(errc::invalid_value, "OpenSSL provides no SHA-256; cannot verify");
+  char prev[64];
+  std::memcpy(prev, zero_hash, sizeof prev);
+  bool have_prev = false;
+  std::uint64_t prev_seq = 0;
+  const auto fail = [&v](const std::string& file, std::uint64_t line, std::string why) {
+    v.ok = false;
+    v.first_bad_file = file;
+    v.first_bad_line = line;
+    v.why = std::move(why);
+    return v;
+  };
+
+  for (const std::string& file : v.files) {
+    auto fd = open_for_reading(file);
+    if (!fd) {
+      if (fd.err().code == errc::not_found) {
+        return make_error(errc::not_found, file + " disappeared while the trail was verified "
+                                                  "(a rotation?); run the verification again");
+      }
+      if (fd.err().code == errc::invalid_path) return fail(file, 0, "it is a symbolic link");
+      return fd.err();
+    }
+    struct fd_closer {
+      int fd;
+      ~fd_closer() { ::close(fd); }
+    } closer{*fd};
+    struct stat fst;
+    if (::fstat(*fd, &fst) != 0) return io_error("stat", file, errno);
+    if (!S_ISREG(fst.st_mode)) return fail(file, 0, "it is not a regular file");
+
+    line_reader reader(*fd);
+    std::uint64_t number = 0;
+    while (true) {
+      std::string_view line;
+      const auto status = reader.next(line);
+      if (status == line_reader::status::failed) return io_error("read", file, reader.error_number());
+      if (status == line_reader::status::too_long) {
+        return fail(file, number + 1,
+                    "the line is longer than " + std::to_string(max_audit_line_bytes) + " bytes");
+      }
+      if (status == line_reader::status::end) {
+        if (!reader.rest().empty()) {
+          return fail(file, number + 1, "the last line has no newline (a write in progress, a crash, or an edit)");
+        }
+        break;
+      }
+      ++number;
+      auto facts = read_line_facts(line);
+      if (auto* why = std::get_if<std::string>(&facts)) return fail(file, number, *why);
+      const auto& f = std::get<line_facts>(facts);
+      if (have_prev && f.seq != prev_seq + 1) {
+        return fail(file, number,
+                    "seq " + std::to_string(f.seq) + " follows seq " + std::to_string(prev_seq) +
+                        " (expected " + std::to_string(prev_seq + 1) +
+                        "): lines were removed, reordered or duplicated");
+      }
+      if (!have_prev) {
+        v.first_seq = f.seq;
+        if (f.seq != 1) {
+          // Older files were rotated away: nothing is left to recompute this line's hash from.
+          v.anchored = true;
+          std::memcpy(prev, f.hash.data(), sizeof prev);
+        }
+      }
+      if (have_prev || f.seq == 1) {
+        char expected[64];
+        const std::string_view body = line.substr(0, line.size() - policy::audit_hash_suffix_bytes);
+        if (!sha.chain_hash({prev, sizeof prev}, body, expected)) {
+          return make_error(errc::invalid_value, "SHA-256 failed in OpenSSL; cannot verify");
+        }
+        if (std::string_view(expected, sizeof expected) != f.hash) {
+          return fail(file, number,
+                      "the hash does not match the line (expected " + std::string(expected, sizeof expected) +
+                          "): the line was edited");
+        }
+        std::memcpy(prev, expected, sizeof prev);
+      }
+      have_prev = true;
+      prev_seq = f.seq;
+      v.last_seq = f.seq;
+      ++v.lines;
+    }
+  }
+  v.ok = true;
+  return v;
+}
+
+}  // namespace dhara::io

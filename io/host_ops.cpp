@@ -1,0 +1,1074 @@
+// Host API operations: files opened beneath their allowed root with openat2, fetches pinned
+// to vetted addresses with libcurl, processes spawned without a shell in their own session.
+#include "io/host_ops.hpp"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <system_error>
+#include <utility>
+
+#include "policy/path_rules.hpp"
+
+namespace dhara::io {
+namespace {
+
+using nlohmann::json;
+using policy::errc;
+using policy::make_error;
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+// Owns a file descriptor.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// strerror may share a buffer between threads; the category message does not.
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// Runs an operation and turns any exception (in practice std::bad_alloc, or a json error)
+// into an error value: nothing thrown may reach the worker that called us.
+template <class F>
+policy::result<json> guarded(std::string_view what, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    try {
+      return make_error(errc::resolve_failed, std::string(what) + " failed inside dhara: " + e.what());
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+  return make_error(errc::resolve_failed, {});
+}
+
+// Length of the longest prefix of `s` that is well-formed UTF-8.
+std::size_t utf8_valid_prefix(std::string_view s) {
+  std::size_t i = 0;
+  const std::size_t n = s.size();
+  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  while (i < n) {
+    unsigned char c = byte(i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    if (byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if ((byte(i + k) & 0xC0) != 0x80) return i;
+    i += len;
+  }
+  return n;
+}
+
+// Replaces every byte that is not part of well-formed UTF-8 with U+FFFD, for display.
+std::string to_valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    std::size_t ok = utf8_valid_prefix(s);
+    out.append(s.substr(0, ok));
+    if (ok == s.size()) break;
+    out.append("\xEF\xBF\xBD");
+    s.remove_prefix(ok + 1);
+  }
+  return out;
+}
+
+// Stores bytes under `key` as text when they are UTF-8, else as base64 with `<key>Encoding`.
+// A capped stream may end inside a character: those 1–3 bytes are dropped rather than
+// turning the whole output into base64.
+void put_text_or_base64(json& obj, const std::string& key, std::string bytes, bool capped) {
+  std::size_t ok = utf8_valid_prefix(bytes);
+  if (ok < bytes.size() && capped && bytes.size() - ok <= 3 &&
+      static_cast<unsigned char>(bytes[ok]) >= 0xC2) {
+    std::string_view tail(bytes.data() + ok, bytes.size() - ok);
+    // An incomplete sequence: a lead byte followed only by continuation bytes.
+    if (std::all_of(tail.begin() + 1, tail.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }))
+      bytes.resize(ok);
+  }
+  if (utf8_valid_prefix(bytes) == bytes.size()) {
+    obj[key] = std::move(bytes);
+  } else {
+    obj[key] = encode_base64(bytes);
+    obj[key + "Encoding"] = "base64";
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+// The path of `path_abs` relative to `root`, both normalized lexically the way the checker
+// normalized them; "." for the root itself. Refused before any system call when the path is
+// not at or under the root, so openat2 only ever sees a relative path.
+policy::result<std::string> relative_to_root(const std::string& root, const std::string& path_abs) {
+  if (root.empty() || root.front() != '/')
+    return make_error(errc::invalid_path, "the allowed root '" + root + "' is not an absolute path");
+  if (path_abs.empty() || path_abs.front() != '/')
+    return make_error(errc::invalid_path, "the path '" + path_abs + "' is not absolute");
+  auto nroot = policy::normalize_path(root, "/");
+  if (!nroot) return nroot.err();
+  auto npath = policy::normalize_path(path_abs, "/");
+  if (!npath) return npath.err();
+  if (!policy::is_at_or_under(*npath, *nroot))
+    return make_error(errc::invalid_path, "the path '" + path_abs + "' is not under the allowed folder '" + root + "'");
+  if (*npath == *nroot) return std::string(".");
+  return npath->substr(*nroot == "/" ? 1 : nroot->size() + 1);
+}
+
+// Opens `rel` beneath the directory `root`. RESOLVE_BENEATH makes the kernel refuse any
+// resolution step that leaves the root — an absolute symlink, a `..` or a relative link
+// climbing out — at open time, so a link swapped in after the checker's realpath still cannot
+// escape (the check and the open are one atomic walk). RESOLVE_NO_MAGICLINKS refuses
+// /proc/<pid>/fd/N and /proc/<pid>/root style links, which jump to an object rather than a
+// path and so cannot be checked at all. Symlinks that stay beneath the root are followed.
+policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs,
+                                       std::uint64_t flags, std::uint64_t mode) {
+  auto rel = relative_to_root(root, path_abs);
+  if (!rel) return rel.err();
+  unique_fd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
+    int err = errno;
+    return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
+                      "cannot open the allowed folder '" + root + "': " + errno_text(err));
+  }
+  open_how how{};
+  how.flags = flags | O_CLOEXEC | O_NOCTTY;
+  how.mode = mode;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  long fd = -1;
+  int err = 0;
+  // EAGAIN: a rename or mount raced with a `..` step and the kernel could not prove the walk
+  // stayed beneath the root; it asks us to retry. A few retries, then give up (fail closed).
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fd = ::syscall(SYS_openat2, dir.get(), rel->c_str(), &how, sizeof how);
+    err = errno;
+    if (fd >= 0 || (err != EAGAIN && err != EINTR)) break;
+  }
+  if (fd >= 0) return unique_fd(static_cast<int>(fd));
+  const std::string subject = "'" + path_abs + "'";
+  switch (err) {
+    case ENOSYS:
+      // No plain open() fallback: without RESOLVE_BENEATH a swapped-in link could escape.
+      return make_error(errc::resolve_failed,
+                        "this kernel has no openat2 (Linux 5.6 or later is needed), so dhara refuses host "
+                        "file operations rather than open files unsafely");
+    case EXDEV:
+      return make_error(errc::invalid_path, subject + " leads outside the allowed folder '" + root +
+                                                "' through a symlink or `..`; refused");
+    case ELOOP:
+      return make_error(errc::invalid_path, subject +
+                                                " goes through a /proc magic link or too many symlinks; refused");
+    case ENOENT:
+      return make_error(errc::not_found, subject + " does not exist");
+    case ENOTDIR:
+      return make_error(errc::not_found, subject + " is not a directory, or a part of its path is not");
+    case EISDIR:
+      return make_error(errc::invalid_value, subject + " is a directory");
+    case ENXIO:
+      return make_error(errc::invalid_value, subject + " is a FIFO or device without a reader; refused");
+    case EAGAIN:
+      return make_error(errc::resolve_failed, subject + " kept changing while it was opened; try again");
+    default:
+      return make_error(errc::resolve_failed, "cannot open " + subject + ": " + errno_text(err));
+  }
+}
+
+// Reads at most `limit` bytes from `fd` into `out`; false (with errno) on a read error.
+bool read_up_to(int fd, std::size_t limit, std::string& out) {
+  char buf[65536];
+  while (out.size() < limit) {
+    std::size_t want = std::min(sizeof buf, limit - out.size());
+    ssize_t n = ::read(fd, buf, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+struct dir_closer {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+std::string_view type_name(mode_t m) {
+  if (S_ISREG(m)) return "file";
+  if (S_ISDIR(m)) return "dir";
+  if (S_ISLNK(m)) return "symlink";
+  return "other";
+}
+
+// ---------------------------------------------------------------------------------------
+// Network
+
+// curl_global_init is not thread-safe and fetches run on several workers: once, first use.
+CURLcode curl_init_once() {
+  static std::once_flag once;
+  static CURLcode code = CURLE_OK;
+  std::call_once(once, [] { code = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return code;
+}
+
+bool listed_by_name(const policy::domain_rules& rules, std::string_view host) {
+  if (std::find(rules.exact.begin(), rules.exact.end(), host) != rules.exact.end()) return true;
+  for (const std::string& s : rules.suffixes)
+    if (host.size() > s.size() && host.ends_with(s)) return true;  // `*.x.com` is not x.com
+  return false;
+}
+
+// Host names go into a CURLOPT_RESOLVE entry ("host:port:addr"), so only the DNS alphabet is
+// accepted; IDNs must come in punycode.
+bool is_dns_name(std::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+  });
+}
+
+std::optional<policy::ip_address> from_sockaddr(const sockaddr* sa, std::size_t len) {
+  policy::ip_address ip;
+  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    std::memcpy(ip.bytes.data(), &in->sin_addr, 4);
+    return ip;
+  }
+  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    ip.v6 = true;
+    std::memcpy(ip.bytes.data(), &in6->sin6_addr, 16);
+    static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    if (std::memcmp(ip.bytes.data(), mapped, 12) == 0) {  // fold ::ffff:a.b.c.d to IPv4
+      std::array<std::uint8_t, 16> v4{};
+      std::memcpy(v4.data(), ip.bytes.data() + 12, 4);
+      ip.bytes = v4;
+      ip.v6 = false;
+    }
+    return ip;
+  }
+  return std::nullopt;
+}
+
+std::uint16_t port_of(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
+// Resolves a name with the system resolver. A failure is a refusal: a host dhara cannot
+// check is a host it does not contact (DESIGN §9).
+policy::result<std::vector<policy::ip_address>> resolve_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0)
+    return make_error(errc::invalid_value, "the host '" + host + "' could not be resolved (" +
+                                               std::string(gai_strerror(rc)) + "); dhara does not contact hosts it cannot check");
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
+  std::vector<policy::ip_address> out;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    auto ip = from_sockaddr(a->ai_addr, a->ai_addrlen);
+    if (ip && std::find(out.begin(), out.end(), *ip) == out.end()) out.push_back(*ip);
+  }
+  if (out.empty())
+    return make_error(errc::invalid_value, "the host '" + host + "' has no IPv4 or IPv6 address");
+  return out;
+}
+
+// What the libcurl callbacks share with net_fetch.
+struct fetch_state {
+  std::vector<policy::ip_address> allowed;  // the vetted addresses
+  std::uint16_t port = 0;
+  std::string refused;                      // set when a connection attempt was refused
+  std::size_t max_body = 0;
+  std::string body;
+  bool truncated = false;
+  std::map<std::string, std::string> headers;
+  std::string last_header;
+  std::size_t header_bytes = 0;
+};
+
+// The last line of defense: every socket libcurl opens must go to a vetted address and the
+// URL's port. CURLOPT_RESOLVE already pins names; this also covers IP literals spelled in a
+// form libcurl reads differently from policy::parse_ip_literal, and any future libcurl path
+// (alt-svc, happy eyeballs, a proxy set elsewhere) that would connect somewhere else.
+curl_socket_t open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* a) noexcept try {
+  auto* st = static_cast<fetch_state*>(clientp);
+  if (purpose != CURLSOCKTYPE_IPCXN) {
+    st->refused = "libcurl asked for a socket that is not an outgoing connection; refused";
+    return CURL_SOCKET_BAD;
+  }
+  auto ip = from_sockaddr(&a->addr, a->addrlen);
+  if (!ip || std::find(st->allowed.begin(), st->allowed.end(), *ip) == st->allowed.end() ||
+      port_of(&a->addr) != st->port) {
+    st->refused = "the connection would have gone to " + (ip ? ip->to_string() : std::string("an unknown address")) +
+                  ", which is not an address dhara checked for this host; refused";
+    return CURL_SOCKET_BAD;
+  }
+  int fd = ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  return fd < 0 ? CURL_SOCKET_BAD : fd;
+} catch (...) {  // no exception may unwind through libcurl's C frames
+  return CURL_SOCKET_BAD;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* userp) noexcept try {
+  auto* st = static_cast<fetch_state*>(userp);
+  std::size_t len = size * n;
+  std::size_t room = st->max_body - st->body.size();
+  if (len > room) {
+    st->body.append(data, room);
+    st->truncated = true;
+    return 0;  // stops the transfer (CURLE_WRITE_ERROR): no reason to download the rest
+  }
+  st->body.append(data, len);
+  return len;
+} catch (...) {
+  return 0;  // aborts the transfer
+}
+
+std::size_t no_upload(char*, std::size_t, std::size_t, void*) noexcept { return 0; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
+  return s;
+}
+
+constexpr std::size_t max_header_bytes = 256 * 1024;
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* userp) noexcept try {
+  auto* st = static_cast<fetch_state*>(userp);
+  std::size_t len = size * n;
+  std::string_view line(data, len);
+  if (line.starts_with("HTTP/")) {  // a new response (after a 100 Continue): start over
+    st->headers.clear();
+    st->last_header.clear();
+    st->header_bytes = 0;
+    return len;
+  }
+  st->header_bytes += len;
+  if (st->header_bytes > max_header_bytes) return len;  // keep the first ones only
+  if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {  // obsolete folding
+    if (!st->last_header.empty()) st->headers[st->last_header] += " " + std::string(trim(line));
+    return len;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) return len;
+  std::string name = lower(trim(line.substr(0, colon)));
+  std::string value = to_valid_utf8(trim(line.substr(colon + 1)));
+  name = to_valid_utf8(name);
+  auto [it, inserted] = st->headers.emplace(name, value);
+  if (!inserted) it->second += ", " + value;
+  st->last_header = name;
+  return len;
+} catch (...) {
+  return 0;  // aborts the transfer
+}
+
+// RFC 9110 token characters, for methods and header names.
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+  });
+}
+
+bool is_header_value(std::string_view s) {
+  return std::none_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+}
+
+struct curl_deleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct slist_deleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+struct curlu_deleter {
+  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+};
+
+// Appends to a curl_slist; a null return is an allocation failure.
+bool slist_add(std::unique_ptr<curl_slist, slist_deleter>& list, const std::string& s) {
+  curl_slist* next = curl_slist_append(list.get(), s.c_str());
+  if (next == nullptr) return false;
+  list.release();
+  list.reset(next);
+  return true;
+}
+
+// The host libcurl itself reads from the URL, so a parser disagreement between
+// policy::parse_url and libcurl (userinfo, brackets, odd spellings) cannot make dhara vet one
+// host and libcurl contact another.
+bool curl_agrees_on_host(const std::string& url, const std::string& host) {
+  std::unique_ptr<CURLU, curlu_deleter> u(curl_url());
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return false;
+  char* raw = nullptr;
+  if (curl_url_get(u.get(), CURLUPART_HOST, &raw, 0) != CURLUE_OK || raw == nullptr) return false;
+  std::string theirs = lower(raw);
+  curl_free(raw);
+  if (theirs.size() >= 2 && theirs.front() == '[' && theirs.back() == ']') theirs = theirs.substr(1, theirs.size() - 2);
+  while (!theirs.empty() && theirs.back() == '.') theirs.pop_back();
+  if (theirs == host) return true;
+  auto a = policy::parse_ip_literal(theirs);
+  auto b = policy::parse_ip_literal(host);
+  return a && b && *a == *b;
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? "SIG" + std::string(abbrev) : "SIG" + std::to_string(sig);
+}
+
+bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+// One output pipe of the child.
+struct output_pipe {
+  unique_fd fd;
+  std::string data;
+  bool capped = false;
+
+  // Reads what is available (at most 4 MiB per call, so a writer faster than us cannot keep
+  // us here); false once the pipe is closed (EOF or error).
+  bool drain(std::size_t max_output) {
+    char buf[65536];
+    for (int reads = 0; reads < 64; ++reads) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) return true;
+        fd.reset();
+        return false;
+      }
+      if (n == 0) {
+        fd.reset();
+        return false;
+      }
+      std::size_t room = max_output - std::min(max_output, data.size());
+      std::size_t take = std::min(room, static_cast<std::size_t>(n));
+      data.append(buf, take);
+      // The rest is read and dropped rather than left in the pipe, so a chatty child does
+      // not block on a full pipe and runs to completion (or to its timeout).
+      if (take < static_cast<std::size_t>(n)) capped = true;
+    }
+    return true;
+  }
+};
+
+struct spawn_attrs {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  spawn_attrs() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+  }
+  ~spawn_attrs() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  spawn_attrs(const spawn_attrs&) = delete;
+  spawn_attrs& operator=(const spawn_attrs&) = delete;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Encodings
+
+bool is_valid_utf8(std::string_view bytes) { return utf8_valid_prefix(bytes) == bytes.size(); }
+
+std::string encode_base64(std::string_view bytes) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  auto b = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    std::uint32_t v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
+    out += alphabet[(v >> 18) & 63];
+    out += alphabet[(v >> 12) & 63];
+    out += alphabet[(v >> 6) & 63];
+    out += alphabet[v & 63];
+  }
+  std::size_t rest = bytes.size() - i;
+  if (rest == 1) {
+    std::uint32_t v = b(i) << 16;
+    out += alphabet[(v >> 18) & 63];
+    out += alphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (rest == 2) {
+    std::uint32_t v = (b(i) << 16) | (b(i + 1) << 8);
+    out += alphabet[(v >> 18) & 63];
+    out += alphabet[(v >> 12) & 63];
+    out += alphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+policy::result<std::string> decode_base64(std::string_view text) {
+  auto bad = [](std::string why) { return make_error(errc::invalid_value, "the content is not valid base64: " + why); };
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 == 0 && !text.empty()) {
+    std::size_t pad = text.ends_with("==") ? 2 : text.ends_with('=') ? 1 : 0;
+    text.remove_suffix(pad);
+  }
+  if (text.size() % 4 == 1) return bad("its length is impossible");
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    int v = value(text[i]);
+    if (v < 0) return bad("unexpected character at offset " + std::to_string(i));
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return bad("stray bits after the last byte");
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+policy::result<json> fs_read(const std::string& allowed_root, const std::string& path_abs,
+                             std::string_view encoding, std::size_t max_bytes) {
+  return guarded("host/fs/read", [&]() -> policy::result<json> {
+    const bool as_base64 = encoding == "base64";
+    if (!as_base64 && !encoding.empty() && encoding != "utf8")
+      return make_error(errc::invalid_value, "unknown encoding '" + std::string(encoding) + "'; use \"utf8\" or \"base64\"");
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_NONBLOCK, 0);
+    if (!fd) return fd.err();
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0)
+      return make_error(errc::resolve_failed, "cannot stat '" + path_abs + "': " + errno_text(errno));
+    if (S_ISDIR(st.st_mode))
+      return make_error(errc::invalid_value, "'" + path_abs + "' is a directory; use host/fs/list");
+    if (!S_ISREG(st.st_mode))
+      return make_error(errc::invalid_value, "'" + path_abs + "' is not a regular file (a FIFO, socket or device); refused");
+    const std::string too_big = "'" + path_abs + "' is larger than the limit of " + std::to_string(max_bytes) + " bytes";
+    if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return make_error(errc::invalid_value, too_big);
+    std::string content;
+    // One byte past the limit tells a file that grew after fstat from one that fits.
+    std::size_t limit = max_bytes == SIZE_MAX ? max_bytes : max_bytes + 1;
+    if (!read_up_to(fd->get(), limit, content))
+      return make_error(errc::resolve_failed, "cannot read '" + path_abs + "': " + errno_text(errno));
+    if (content.size() > max_bytes) return make_error(errc::invalid_value, too_big);
+    json out;
+    const std::size_t size = content.size();
+    if (as_base64) {
+      out["content"] = encode_base64(content);
+    } else {
+      if (!is_valid_utf8(content))
+        return make_error(errc::invalid_value, "'" + path_abs + "' is not valid UTF-8 text; read it with encoding \"base64\"");
+      out["content"] = std::move(content);
+    }
+    out["size"] = size;
+    out["encoding"] = as_base64 ? "base64" : "utf8";
+    return out;
+  });
+}
+
+policy::result<json> fs_write(const std::string& allowed_root, const std::string& path_abs,
+                              std::string_view content, std::size_t max_bytes) {
+  return guarded("host/fs/write", [&]() -> policy::result<json> {
+    if (content.size() > max_bytes)
+      return make_error(errc::invalid_value, "the content is " + std::to_string(content.size()) +
+                                                 " bytes, over the limit of " + std::to_string(max_bytes) + " bytes");
+    // No O_TRUNC here: the file is truncated only once it is known to be a regular file.
+    // O_NONBLOCK keeps a FIFO from blocking the open (it fails with ENXIO without a reader).
+    auto fd = open_beneath(allowed_root, path_abs, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+    if (!fd) return fd.err();
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0)
+      return make_error(errc::resolve_failed, "cannot stat '" + path_abs + "': " + errno_text(errno));
+    if (!S_ISREG(st.st_mode))
+      return make_error(errc::invalid_value, "'" + path_abs + "' is not a regular file; refused");
+    if (::ftruncate(fd->get(), 0) != 0)
+      return make_error(errc::resolve_failed, "cannot truncate '" + path_abs + "': " + errno_text(errno));
+    std::size_t done = 0;
+    while (done < content.size()) {
+      ssize_t n = ::write(fd->get(), content.data() + done, content.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return make_error(errc::resolve_failed, "cannot write '" + path_abs + "': " + errno_text(errno));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    // close() reports delayed write errors (NFS, quota); a write is only done once it passed.
+    if (::close(fd->release()) != 0)
+      return make_error(errc::resolve_failed, "cannot finish writing '" + path_abs + "': " + errno_text(errno));
+    return json{{"bytesWritten", done}};
+  });
+}
+
+policy::result<json> fs_list(const std::string& allowed_root, const std::string& path_abs, std::size_t max_entries) {
+  return guarded("host/fs/list", [&]() -> policy::result<json> {
+    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_DIRECTORY, 0);
+    if (!fd) return fd.err();
+    DIR* dir = ::fdopendir(fd->get());
+    if (dir == nullptr)
+      return make_error(errc::resolve_failed, "cannot list '" + path_abs + "': " + errno_text(errno));
+    fd->release();  // owned by `dir` now
+    std::unique_ptr<DIR, dir_closer> dir_guard(dir);
+    // Keep the smallest `max_entries` names in a max-heap: bounded memory for huge
+    // directories, and the kept subset does not depend on readdir order.
+    std::priority_queue<std::string> kept;
+    bool truncated = false;
+    while (true) {
+      errno = 0;
+      dirent* e = ::readdir(dir);
+      if (e == nullptr) {
+        if (errno != 0) return make_error(errc::resolve_failed, "cannot list '" + path_abs + "': " + errno_text(errno));
+        break;
+      }
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (kept.size() < max_entries) {
+        kept.emplace(name);
+      } else {
+        truncated = true;
+        if (!kept.empty() && name < kept.top()) {
+          kept.pop();
+          kept.emplace(name);
+        }
+      }
+    }
+    std::vector<std::string> names;
+    names.reserve(kept.size());
+    while (!kept.empty()) {
+      names.push_back(kept.top());
+      kept.pop();
+    }
+    std::reverse(names.begin(), names.end());
+    json entries = json::array();
+    for (std::string& name : names) {
+      struct stat st {};
+      // A single component with AT_SYMLINK_NOFOLLOW: nothing is followed, nothing escapes.
+      if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // removed while listing
+        st = {};
+        st.st_mode = S_IFSOCK;          // unknown: reported as "other"
+      }
+      json entry;
+      if (is_valid_utf8(name)) {
+        entry["name"] = name;
+      } else {
+        entry["name"] = to_valid_utf8(name);
+        entry["nameBase64"] = encode_base64(name);
+      }
+      entry["type"] = type_name(st.st_mode);
+      entry["size"] = static_cast<std::uint64_t>(std::max<off_t>(st.st_size, 0));
+      entries.push_back(std::move(entry));
+    }
+    return json{{"entries", std::move(entries)}, {"truncated", truncated}};
+  });
+}
+
+policy::result<json> env_get(const std::string& name) {
+  return guarded("host/env/get", [&]() -> policy::result<json> {
+    if (name.empty() || name.find('=') != std::string::npos || has_nul(name))
+      return make_error(errc::invalid_value, "'" + to_valid_utf8(name) + "' is not an environment variable name");
+    const char* value = std::getenv(name.c_str());
+    json out;
+    if (value == nullptr) {
+      out["value"] = nullptr;
+    } else {
+      put_text_or_base64(out, "value", value, false);
+    }
+    return out;
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Network
+
+policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view host,
+                                                               const std::vector<policy::ip_address>& addresses,
+                                                               const policy::domain_rules& rules) {
+  try {
+    if (addresses.empty())
+      return make_error(errc::invalid_value, "the host '" + std::string(host) + "' has no address");
+    if (auto literal = policy::parse_ip_literal(host)) {
+      std::string canonical = literal->to_string();
+      bool listed = std::find(rules.exact.begin(), rules.exact.end(), canonical) != rules.exact.end();
+      if (!listed && policy::is_refused_address(*literal))
+        return make_error(errc::invalid_value, "the address " + canonical +
+                                                   " is loopback, private or link-local; list it literally to allow it");
+      return std::vector<policy::ip_address>{*literal};
+    }
+    if (listed_by_name(rules, host)) return addresses;
+    for (const policy::ip_address& ip : addresses)
+      if (policy::is_refused_address(ip))
+        return make_error(errc::invalid_value, "the host '" + std::string(host) + "' resolves to " + ip.to_string() +
+                                                   ", a loopback, private or link-local address; list the host by name to allow it");
+    return addresses;
+  } catch (const std::exception& e) {
+    return make_error(errc::resolve_failed, std::string("checking addresses failed inside dhara: ") + e.what());
+  }
+}
+
+policy::result<json> net_fetch(const std::string& url, std::string_view method, const json& headers,
+                               std::string_view body, const policy::domain_rules& rules,
+                               const fetch_limits& limits) {
+  return guarded("host/net/fetch", [&]() -> policy::result<json> {
+    const std::string verb = method.empty() ? std::string("GET") : std::string(method);
+    if (!is_token(verb) || verb.size() > 32)
+      return make_error(errc::invalid_value, "'" + to_valid_utf8(verb) + "' is not an HTTP method");
+    if (!headers.is_null() && !headers.is_object())
+      return make_error(errc::invalid_type, "headers must be an object of strings");
+    if (limits.timeout_ms == 0) return make_error(errc::invalid_value, "the fetch timeout must be positive");
+
+    auto parsed = policy::parse_url(url);
+    if (!parsed) return parsed.err();
+    const std::string& host = parsed->host;
+    // The pure rules first (scheme, domain list, IP literals, local names), so a host the
+    // rules refuse is not even looked up in DNS. The checker ran them already; the fetch
+    // must not depend on the caller having passed it the same rules.
+    policy::decision d = policy::check_url(rules, url);
+    if (!d.allowed()) return make_error(errc::invalid_value, d.reason);
+
+    // Resolve here rather than let libcurl do it: the addresses must be checked before any
+    // connection, and a name such as "internal.example" may resolve to 10.x or 127.x.
+    std::vector<policy::ip_address> resolved;
+    const auto literal = policy::parse_ip_literal(host);
+    if (literal) {
+      resolved.push_back(*literal);
+    } else {
+      if (!is_dns_name(host))
+        return make_error(errc::invalid_value, "the host '" + to_valid_utf8(host) + "' is not a DNS name (IDNs must be punycode)");
+      auto r = resolve_host(host);
+      if (!r) return r.err();
+      resolved = std::move(*r);
+    }
+    auto vetted = vet_addresses(host, resolved, rules);
+    if (!vetted) return vetted.err();
+    if (!curl_agrees_on_host(url, host))
+      return make_error(errc::invalid_value, "the URL '" + url + "' names its host ambiguously; refused");
+
+    if (CURLcode init = curl_init_once(); init != CURLE_OK)
+      return make_error(errc::resolve_failed, std::string("libcurl could not start: ") + curl_easy_strerror(init));
+    std::unique_ptr<CURL, curl_deleter> curl(curl_easy_init());
+    if (!curl) return make_error(errc::resolve_failed, "libcurl could not start a transfer");
+    CURL* h = curl.get();
+
+    fetch_state st;
+    st.allowed = *vetted;
+    st.port = parsed->port;
+    st.max_body = limits.max_body_bytes;
+
+    // Pin the name to the vetted addresses: libcurl would otherwise resolve it again, and a
+    // DNS answer that changed in between (DNS rebinding: public on the first query, 127.0.0.1
+    // on the second) would reach an address nobody checked.
+    std::unique_ptr<curl_slist, slist_deleter> pin;
+    if (!literal) {
+      std::string entry = host + ":" + std::to_string(parsed->port) + ":";
+      for (std::size_t i = 0; i < vetted->size(); ++i) {
+        const policy::ip_address& ip = (*vetted)[i];
+        if (i > 0) entry += ",";
+        entry += ip.v6 ? "[" + ip.to_string() + "]" : ip.to_string();
+      }
+      if (!slist_add(pin, entry)) return make_error(errc::resolve_failed, "out of memory");
+    }
+
+    std::unique_ptr<curl_slist, slist_deleter> request_headers;
+    bool has_expect = false;
+    if (headers.is_object()) {
+      for (const auto& [name, value] : headers.items()) {
+        if (!value.is_string()) return make_error(errc::invalid_type, "the header '" + name + "' must have a string value");
+        const std::string& text = value.get_ref<const std::string&>();
+        // CR/LF would let a value start a second header or a second request.
+        if (!is_token(name) || !is_header_value(text))
+          return make_error(errc::invalid_value, "the header '" + name + "' has a character HTTP does not allow");
+        if (lower(name) == "expect") has_expect = true;
+        if (!slist_add(request_headers, text.empty() ? name + ";" : name + ": " + text))
+          return make_error(errc::resolve_failed, "out of memory");
+      }
+    }
+    // libcurl would otherwise send "Expect: 100-continue" for large bodies and wait for it.
+    if (!has_expect && !slist_add(request_headers, "Expect:")) return make_error(errc::resolve_failed, "out of memory");
+
+    char errbuf[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // No redirects: the Location may name any host, including 127.0.0.1 or a metadata
+    // service, and it was never checked. The 3xx goes back to the extension, which may ask
+    // for the new URL in a request of its own, checked like any other.
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 0L);
+    // Signals belong to dhara's event loop; libcurl must not use SIGALRM for DNS timeouts.
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::min<std::uint64_t>(limits.timeout_ms, 24ull * 3600 * 1000)));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min<std::uint64_t>(limits.timeout_ms, 24ull * 3600 * 1000)));
+    // No proxy from http_proxy/https_proxy/ALL_PROXY: a proxy would make the vetted address
+    // meaningless (the connection would go to the proxy, which reaches anything).
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "dhara");
+    if (pin) curl_easy_setopt(h, CURLOPT_RESOLVE, pin.get());
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, &open_socket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &st);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &st);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, request_headers.get());
+    // libcurl's default read callback reads stdin, which is dhara's JSON-RPC stream.
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, &no_upload);
+    if (verb == "HEAD") {
+      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (!body.empty() || verb == "POST" || verb == "PUT" || verb == "PATCH") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+      // Never null: a null POSTFIELDS makes libcurl fall back to its read callback.
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.empty() ? "" : body.data());
+      if (verb != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb.c_str());
+    } else if (verb != "GET") {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb.c_str());
+    }
+
+    CURLcode rc = curl_easy_perform(h);
+    if (!st.refused.empty()) return make_error(errc::invalid_value, st.refused);
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && st.truncated)) {
+      std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
+      if (rc == CURLE_OPERATION_TIMEDOUT)
+        return make_error(errc::resolve_failed, "fetching '" + url + "' timed out after " +
+                                                    std::to_string(limits.timeout_ms) + " ms");
+      return make_error(errc::resolve_failed, "fetching '" + url + "' failed: " + to_valid_utf8(detail));
+    }
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    json out;
+    out["status"] = status;
+    json hdrs = json::object();
+    for (auto& [name, value] : st.headers) hdrs[name] = value;
+    out["headers"] = std::move(hdrs);
+    put_text_or_base64(out, "body", std::move(st.body), st.truncated);
+    out["truncated"] = st.truncated;
+    return out;
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes
+
+policy::result<json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
+                                   std::uint64_t timeout_ms, std::size_t max_output,
+                                   const std::vector<std::string>& env) {
+  return guarded("host/process/spawn", [&]() -> policy::result<json> {
+    if (argv.empty()) return make_error(errc::invalid_value, "argv is empty");
+    if (argv[0].empty() || argv[0].front() != '/')
+      return make_error(errc::invalid_value, "argv[0] '" + to_valid_utf8(argv[0]) + "' is not an absolute path");
+    for (const std::string& a : argv)
+      if (has_nul(a)) return make_error(errc::invalid_value, "an argv element holds a NUL byte");
+    for (const std::string& e : env)
+      if (has_nul(e) || e.find('=') == std::string::npos || e.front() == '=')
+        return make_error(errc::invalid_value, "the environment entry '" + to_valid_utf8(e) + "' is not NAME=value");
+    if (has_nul(cwd) || (!cwd.empty() && cwd.front() != '/'))
+      return make_error(errc::invalid_value, "the working directory '" + to_valid_utf8(cwd) + "' is not an absolute path");
+    if (timeout_ms == 0) return make_error(errc::invalid_value, "the timeout must be positive");
+
+    int out_fds[2], err_fds[2];
+    if (::pipe2(out_fds, O_CLOEXEC) != 0) return make_error(errc::resolve_failed, "cannot create a pipe: " + errno_text(errno));
+    output_pipe out_pipe{unique_fd(out_fds[0]), {}, false};
+    unique_fd out_write(out_fds[1]);
+    if (::pipe2(err_fds, O_CLOEXEC) != 0) return make_error(errc::resolve_failed, "cannot create a pipe: " + errno_text(errno));
+    output_pipe err_pipe{unique_fd(err_fds[0]), {}, false};
+    unique_fd err_write(err_fds[1]);
+
+    spawn_attrs sa;
+    int setup = 0;
+    setup |= posix_spawn_file_actions_addopen(&sa.actions, 0, "/dev/null", O_RDONLY, 0);
+    setup |= posix_spawn_file_actions_adddup2(&sa.actions, out_write.get(), 1);
+    setup |= posix_spawn_file_actions_adddup2(&sa.actions, err_write.get(), 2);
+    if (!cwd.empty()) setup |= posix_spawn_file_actions_addchdir_np(&sa.actions, cwd.c_str());
+    // Descriptors some library opened without O_CLOEXEC (sockets, the audit file) must not
+    // reach the child.
+    setup |= posix_spawn_file_actions_addclosefrom_np(&sa.actions, 3);
+    // A new session: the child leads its own process group (so the timeout can kill
+    // everything it started) and has no controlling terminal (so it cannot read the user's
+    // answers to prompts or inject keystrokes with TIOCSTI). Signals dhara ignores (SIGPIPE)
+    // or blocks are reset, since ignored dispositions and the mask survive exec.
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    setup |= posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    setup |= posix_spawnattr_setsigmask(&sa.attr, &none);
+    setup |= posix_spawnattr_setsigdefault(&sa.attr, &all);
+    if (setup != 0) return make_error(errc::resolve_failed, "cannot prepare the process start (out of memory)");
+
+    std::vector<char*> cargv, cenv;
+    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+
+    const auto start = std::chrono::steady_clock::now();
+    pid_t pid = -1;
+    // posix_spawn, not posix_spawnp: no PATH search, argv[0] is the checked absolute path.
+    int rc = ::posix_spawn(&pid, argv[0].c_str(), &sa.actions, &sa.attr, cargv.data(), cenv.data());
+    if (rc != 0) {
+      if (rc == ENOENT)
+        return make_error(errc::not_found, "cannot run '" + argv[0] + "'" + (cwd.empty() ? "" : " in '" + cwd + "'") +
+                                               ": the program or the working directory does not exist");
+      return make_error(errc::resolve_failed, "cannot run '" + argv[0] + "': " + errno_text(rc));
+    }
+    out_write.reset();  // only the child holds the write ends now, so EOF means it closed them
+    err_write.reset();
+    ::fcntl(out_pipe.fd.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(err_pipe.fd.get(), F_SETFL, O_NONBLOCK);
+
+    // A pidfd turns "the child exited" into a poll event; without one (old kernel) we look
+    // every 20 ms.
+    unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    const auto deadline = start + std::chrono::milliseconds(std::min<std::uint64_t>(timeout_ms, 24ull * 3600 * 1000));
+    bool exited = false, timed_out = false;
+    auto child_exited = [&] {
+      siginfo_t info{};
+      // WNOWAIT leaves the child a zombie: its pid (and so its process group id) cannot be
+      // reused before the group kill below.
+      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    };
+    // Wait until the child exited and both pipes closed (a background grandchild may hold
+    // them open, as with a shell's command substitution), or until the timeout.
+    while (out_pipe.fd.valid() || err_pipe.fd.valid() || !exited) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        timed_out = true;
+        break;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+      pollfd fds[3];
+      nfds_t count = 0;
+      int out_i = -1, err_i = -1, pid_i = -1;
+      if (out_pipe.fd.valid()) { out_i = static_cast<int>(count); fds[count++] = {out_pipe.fd.get(), POLLIN, 0}; }
+      if (err_pipe.fd.valid()) { err_i = static_cast<int>(count); fds[count++] = {err_pipe.fd.get(), POLLIN, 0}; }
+      if (!exited && pidfd.valid()) { pid_i = static_cast<int>(count); fds[count++] = {pidfd.get(), POLLIN, 0}; }
+      int wait_ms = static_cast<int>(std::min<long long>(left, !exited && !pidfd.valid() ? 20 : 60000));
+      int n = ::poll(fds, count, wait_ms);
+      if (n < 0 && errno != EINTR) break;
+      if (n > 0) {
+        if (out_i >= 0 && fds[out_i].revents != 0) out_pipe.drain(max_output);
+        if (err_i >= 0 && fds[err_i].revents != 0) err_pipe.drain(max_output);
+      }
+      if (!exited && (pid_i < 0 || (n > 0 && fds[pid_i].revents != 0))) exited = child_exited();
+    }
+    // Whatever happened, nothing of the group outlives the call. The child has not been
+    // reaped yet, so -pid still names its group and no unrelated process.
+    ::kill(-pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    // Output written just before the kill is still in the pipes.
+    if (out_pipe.fd.valid()) out_pipe.drain(max_output);
+    if (err_pipe.fd.valid()) err_pipe.drain(max_output);
+
+    json result;
+    if (WIFSIGNALED(status)) {
+      result["exitCode"] = nullptr;
+      result["signal"] = signal_name(WTERMSIG(status));
+    } else {
+      result["exitCode"] = WEXITSTATUS(status);
+      result["signal"] = nullptr;
+    }
+    const bool truncated = out_pipe.capped || err_pipe.capped;
+    put_text_or_base64(result, "stdout", std::move(out_pipe.data), out_pipe.capped);
+    put_text_or_base64(result, "stderr", std::move(err_pipe.data), err_pipe.capped);
+    result["truncated"] = truncated;
+    result["timedOut"] = timed_out;
+    return result;
+  });
+}
+
+}  // namespace dhara::io

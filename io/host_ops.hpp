@@ -1,0 +1,103 @@
+// The host API operations (DESIGN §5, §9 "Host API results"): the I/O that runs after the
+// checker allowed a request, re-checking what only I/O can know (where a path really leads,
+// what a host name resolves to). Blocking, never throwing; results in the §9 JSON shapes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/net_rules.hpp"
+#include "policy/result.hpp"
+
+namespace dhara::io {
+
+// Error codes, the same for every operation here:
+//   errc::invalid_path  — the path is not under the allowed root, or opening it would leave
+//                         the root (a symlink or `..` out of it, a magic link): refused.
+//   errc::not_found     — the file, directory or executable does not exist.
+//   errc::invalid_value — the request is refused for its content: too large, not UTF-8, an
+//                         unknown encoding, a bad header or method, a host that resolves to a
+//                         refused address or does not resolve, an argv that is not absolute.
+//   errc::resolve_failed — the operating system or the network failed (permission denied,
+//                         connection refused, timeout, no openat2 in the kernel).
+
+/// Most entries fs_list returns; more set `truncated` (the first names in byte order are kept).
+inline constexpr std::size_t max_list_entries = 10000;
+
+/// True when `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points above
+/// U+10FFFF), i.e. what nlohmann::json can serialize without throwing.
+bool is_valid_utf8(std::string_view bytes);
+
+/// Standard base64 (RFC 4648 §4) with '=' padding.
+std::string encode_base64(std::string_view bytes);
+
+/// Decodes standard base64; padding may be omitted, nothing else is tolerated (no whitespace,
+/// no URL-safe alphabet, no stray bits after the last byte). errc::invalid_value otherwise.
+policy::result<std::string> decode_base64(std::string_view text);
+
+/// Reads a regular file at `path_abs` (absolute) beneath `allowed_root` (absolute, the allowed
+/// entry that matched) → {content, size, encoding}. `encoding` is "utf8" (the default when
+/// empty: invalid UTF-8 is an error that suggests base64) or "base64". A file larger than
+/// `max_bytes` is an error, never silently truncated: a partial file read as whole is worse
+/// than no file. Directories, FIFOs and devices are refused (a FIFO would block forever).
+policy::result<nlohmann::json> fs_read(const std::string& allowed_root, const std::string& path_abs,
+                                       std::string_view encoding, std::size_t max_bytes);
+
+/// Writes `content` (already decoded bytes) to a regular file beneath `allowed_root`,
+/// creating it with mode 0644 (minus the umask) or truncating it → {bytesWritten}. Content
+/// over `max_bytes` is refused before anything is opened. Not atomic: a concurrent reader may
+/// see a partial file.
+policy::result<nlohmann::json> fs_write(const std::string& allowed_root, const std::string& path_abs,
+                                        std::string_view content, std::size_t max_bytes);
+
+/// Lists a directory beneath `allowed_root` → {entries: [{name, type, size}], truncated}, sorted
+/// by name (bytes), `type` one of "file", "dir", "symlink" (not followed), "other"; `size` is
+/// the lstat size. A name that is not UTF-8 is shown with U+FFFD and carries `nameBase64`.
+policy::result<nlohmann::json> fs_list(const std::string& allowed_root, const std::string& path_abs,
+                                       std::size_t max_entries = max_list_entries);
+
+/// Reads one variable of dhara's environment → {value: string|null}; a value that is not
+/// UTF-8 is base64 with `valueEncoding: "base64"`. The checker has required secrets:env.
+policy::result<nlohmann::json> env_get(const std::string& name);
+
+/// Limits for one net_fetch.
+struct fetch_limits {
+  std::size_t max_body_bytes = 10 * 1024 * 1024;  ///< response body kept; more sets `truncated`
+  std::uint64_t timeout_ms = 30000;               ///< the whole transfer, connect included
+};
+
+/// The addresses `host` may be reached at, given what it resolved to: an IP literal passes when
+/// listed literally or not refused (policy::is_refused_address); a name passes when listed by
+/// name (exact or `*.suffix`) or when none of its addresses is refused — one refused address
+/// refuses the host, since the connection could land on it. errc::invalid_value otherwise.
+policy::result<std::vector<policy::ip_address>> vet_addresses(
+    std::string_view host, const std::vector<policy::ip_address>& addresses,
+    const policy::domain_rules& rules);
+
+/// Fetches an http(s) URL → {status, headers (lower-cased names → strings, repeats joined
+/// with ", "), body, truncated}; a body that is not UTF-8 is base64 with `bodyEncoding:
+/// "base64"`. The host is resolved here, vetted (vet_addresses, then policy::check_url) and
+/// the connection pinned to the vetted addresses. Redirects are returned, never followed.
+/// `method` defaults to GET; `headers` is null or an object of strings; `body` is raw bytes.
+policy::result<nlohmann::json> net_fetch(const std::string& url, std::string_view method,
+                                         const nlohmann::json& headers, std::string_view body,
+                                         const policy::domain_rules& rules, const fetch_limits& limits);
+
+/// Runs `argv` (argv[0] absolute, already checked; no shell, no PATH search) in `cwd` (empty:
+/// dhara's own) with exactly `env` ("NAME=value" entries) and stdin from /dev/null →
+/// {exitCode, signal, stdout, stderr, truncated, timedOut}. `exitCode` is null and `signal` a
+/// name ("SIGKILL") when a signal ended it. Each of stdout and stderr keeps at most
+/// `max_output` bytes (the rest is drained and dropped; `truncated`); a stream that is not
+/// UTF-8 is base64 with `stdoutEncoding`/`stderrEncoding: "base64"`. The child leads a new
+/// session; when `timeout_ms` (> 0) passes, or when the call ends, its whole process group is
+/// SIGKILLed, so nothing it started in that group outlives the call.
+policy::result<nlohmann::json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
+                                             std::uint64_t timeout_ms, std::size_t max_output,
+                                             const std::vector<std::string>& env);
+
+}  // namespace dhara::io

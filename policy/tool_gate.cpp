@@ -1,0 +1,79 @@
+// The checks a tool call needs (DESIGN §9 "Tool-call gate").
+#include "policy/tool_gate.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace dhara::policy {
+
+result<capability_set> tool_required_capabilities(capability_set manifest_capabilities,
+                                                  const nlohmann::json& tool) {
+  if (!tool.is_object() || !tool.contains("capabilities")) return manifest_capabilities;
+  const nlohmann::json& list = tool["capabilities"];
+  if (!list.is_array())
+    return make_error(errc::invalid_type, "the tool's capabilities must be an array of capability names");
+  capability_set required;
+  for (const nlohmann::json& name : list) {
+    if (!name.is_string()) return make_error(errc::invalid_type, "the tool's capabilities must be strings");
+    auto cap = parse_capability(name.get<std::string>());
+    if (!cap) return cap.err();
+    required.insert(*cap);
+  }
+  capability_set beyond = required.minus(with_implied(manifest_capabilities));
+  if (!beyond.empty())
+    return make_error(errc::invalid_value, "the tool requires " + join_names(beyond) +
+                                               ", which its manifest does not declare");
+  return required;
+}
+
+std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann::json& input) {
+  std::vector<gate_check> checks;
+  auto with_bare_checks = [&] {
+    // A capability with a subject check is checked there (decide() checks the capability
+    // first), and its audit line then names the subject; the others are checked bare.
+    capability_set covered;
+    for (const gate_check& c : checks) covered.insert(c.cap);
+    std::vector<gate_check> out;
+    required.minus(covered).for_each([&](capability c) { out.push_back({c, subject_kind::none, {}, {}, {}}); });
+    out.insert(out.end(), std::make_move_iterator(checks.begin()), std::make_move_iterator(checks.end()));
+    return out;
+  };
+  if (!input.is_object()) return with_bare_checks();
+
+  // A value of the wrong type cannot be checked: an empty path denies ("the path is empty").
+  auto text_of = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); };
+
+  bool writes = required.contains(capability::filesystem_write);
+  bool reads = required.contains(capability::filesystem_read);
+  if (writes || reads) {
+    capability fs = writes ? capability::filesystem_write : capability::filesystem_read;
+    for (const char* key : {"path", "file", "filePath", "dir", "cwd"})
+      if (auto it = input.find(key); it != input.end())
+        checks.push_back({fs, subject_kind::path, text_of(*it), {}, key});
+  }
+  bool fetch = required.contains(capability::network_fetch);
+  if (fetch || required.contains(capability::network_outbound)) {
+    if (auto it = input.find("url"); it != input.end())
+      checks.push_back({fetch ? capability::network_fetch : capability::network_outbound, subject_kind::url,
+                        it->is_string() ? it->get<std::string>() : std::string("(not a string)"), {}, "url"});
+  }
+  if (required.contains(capability::process_spawn)) {
+    for (const char* key : {"command", "argv"}) {
+      auto it = input.find(key);
+      if (it == input.end()) continue;
+      if (it->is_string() && std::string_view(key) == "command") {
+        checks.push_back({capability::process_spawn, subject_kind::command_string, it->get<std::string>(), {}, key});
+        continue;
+      }
+      gate_check c{capability::process_spawn, subject_kind::argv, {}, {}, key};
+      if (it->is_array())
+        for (const nlohmann::json& a : *it) c.argv.push_back(a.is_string() ? a.get<std::string>() : std::string());
+      if (c.argv.empty() || std::find(c.argv.begin(), c.argv.end(), std::string()) != c.argv.end())
+        c.argv = {};  // not an array of non-empty strings: an empty argv denies
+      checks.push_back(std::move(c));
+    }
+  }
+  return with_bare_checks();
+}
+
+}  // namespace dhara::policy

@@ -1,0 +1,44 @@
+// The tool-call gate (DESIGN §9): which checks one tool call needs, from the tool's declared
+// capabilities and its input. Pure: the checker decides each check with decide().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/capability.hpp"
+#include "policy/result.hpp"
+#include "policy/snapshot.hpp"
+
+namespace dhara::policy {
+
+/// The capabilities a tool requires: its `capabilities` list when given (`[]` = none), else
+/// every capability of its manifest. A tool naming an unknown capability, or one its manifest
+/// does not declare, is refused at load (errc::unknown_capability / errc::invalid_value).
+result<capability_set> tool_required_capabilities(capability_set manifest_capabilities,
+                                                  const nlohmann::json& tool_declaration);
+
+/// One check of a tool call, owning its subject (the input it came from).
+struct gate_check {
+  capability cap = capability::filesystem_read;
+  subject_kind kind = subject_kind::none;
+  std::string subject;            ///< path, url or command string
+  std::vector<std::string> argv;  ///< for subject_kind::argv
+  std::string input_key;          ///< the input key it came from ("" for the capability itself)
+
+  /// The request decide() takes; valid while this check and `extension` live.
+  check_request request(std::string_view extension) const {
+    return {extension, cap, kind, subject, argv};
+  }
+};
+
+/// The checks of one call: each required capability that no input key covers, then the input
+/// keys (their checks check the capability too, and name the subject) — `path`, `file`,
+/// `filePath`, `dir`, `cwd` as a write under filesystem:write, else as a read under
+/// filesystem:read (unchecked with neither); `url` under network:fetch or network:outbound;
+/// `command` (string or array) and `argv` under process:spawn. A checked key whose value has
+/// the wrong type yields a check that denies (any doubt denies).
+std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann::json& input);
+
+}  // namespace dhara::policy

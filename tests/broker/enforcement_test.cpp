@@ -1,0 +1,238 @@
+// Capability enforcement end to end with a real extension process: pending headless, approved
+// and denied paths, a symlink planted in the project, a tool refused at load, revocation while
+// running, the audit trail (its hash chain checked by an independent implementation), and a
+// full disk that makes checks fail closed.
+#include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "broker/batch.hpp"
+#include "broker/extension_host.hpp"
+#include "io/permissions_file.hpp"
+#include "support/extension_fixture.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+struct enforcement_fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  testing::temp_home home;
+
+  enforcement_fixture() {
+    home.add_extension("fs-tool");
+    testing::fs::create_directories(home.project() / "src");
+    std::ofstream(home.project() / "src/a.txt") << "project text\n";
+    testing::fs::create_directories(home.home() / ".ssh");
+    std::ofstream(home.home() / ".ssh/id_rsa") << "PRIVATE KEY\n";
+  }
+
+  io::locations where() const {
+    return {home.home().string(), home.dhara_home().string(), home.project().string(), home.project().string()};
+  }
+
+  void approve_read() {
+    auto written = io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
+      auto r = policy::record(p, "fs-tool", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z");
+      if (!r) return policy::result<bool>(r.err());
+      return policy::result<bool>(true);
+    });
+    REQUIRE(written);
+  }
+
+  // Runs one batch and returns its result lines.
+  std::vector<json> run(broker::extension_host& host, const std::string& calls) {
+    std::FILE* out = std::tmpfile();
+    broker::run_batch(sys, host, broker::parse_batch(calls), {1, "test-session", home.project().string()}, out);
+    std::rewind(out);
+    std::string text;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, out)) text.append(buf, n);
+    std::fclose(out);
+    std::vector<json> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(json::parse(line));
+    return lines;
+  }
+
+  std::vector<json> audit_lines() const {
+    std::vector<json> lines;
+    std::ifstream in(home.dhara_home() / "audit.jsonl");
+    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+    return lines;
+  }
+
+  // The chain recomputed by Python's hashlib, independently of dhara's code: prints OK.
+  std::string verify_with_python() const {
+    std::string script = (home.root / "verify.py").string();
+    std::ofstream(script) << R"PY(
+import hashlib, sys
+prev = "0" * 64
+seq = 0
+for n, raw in enumerate(open(sys.argv[1], "rb"), 1):
+    line = raw.rstrip(b"\n")
+    body, suffix = line[:-75], line[-75:]
+    if not suffix.startswith(b',"hash":"') or not suffix.endswith(b'"}'):
+        print(f"line {n}: no hash suffix"); sys.exit(1)
+    want = suffix[9:73].decode()
+    got = hashlib.sha256(prev.encode() + body).hexdigest()
+    if got != want:
+        print(f"line {n}: hash mismatch"); sys.exit(1)
+    import json
+    s = json.loads(line)["seq"]
+    if s != seq + 1:
+        print(f"line {n}: seq {s} after {seq}"); sys.exit(1)
+    prev, seq = want, s
+print("OK", seq)
+)PY";
+    std::string cmd = "python3 " + script + " " + (home.dhara_home() / "audit.jsonl").string() + " 2>&1";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ::pclose(p);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(enforcement_fixture, "a pending capability is denied headless with the command that approves it", "[runtime][enforcement]") {
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  auto lines = run(host, R"({"tool": "read", "input": {"path": "src/a.txt"}})");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["status"] == "denied");
+  CHECK(lines[0]["error"]["code"] == -32002);
+  CHECK(lines[0]["error"]["data"]["capability"] == "filesystem:read");
+  CHECK(lines[0]["error"]["message"].get<std::string>().find("dhara config permissions approve fs-tool filesystem:read") !=
+        std::string::npos);
+  host.shutdown();
+  auto audit = audit_lines();
+  REQUIRE(audit.size() == 2);
+  CHECK(audit[0]["capability"] == "*");  // the overreaching tool, refused at load
+  CHECK(audit[0]["tool"] == "overreach");
+  CHECK(audit[1]["action"] == "denied");
+  CHECK(audit[1]["details"]["path"] == "src/a.txt");
+  CHECK(audit[1]["tool"] == "read");
+  CHECK(audit[1]["session"] == "test-session");
+  CHECK_FALSE(audit[1]["reason"].get<std::string>().empty());
+}
+
+TEST_CASE_METHOD(enforcement_fixture, "approved reads run; denied paths, escapes and planted symlinks do not", "[runtime][enforcement]") {
+  approve_read();
+  testing::fs::create_directory_symlink(home.home() / ".ssh", home.project() / "keys");  // planted link
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  auto lines = run(host,
+                   R"({"tool": "read", "input": {"path": "src/a.txt"}})" "\n"
+                   R"({"tool": "read", "input": {"path": "~/.ssh/id_rsa"}})" "\n"
+                   R"({"tool": "read", "input": {"path": "../home/.ssh/id_rsa"}})" "\n"
+                   R"({"tool": "read", "input": {"path": "keys/id_rsa"}})" "\n"
+                   R"({"tool": "overreach"})" "\n");
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0]["status"] == "ok");
+  CHECK(lines[0]["result"]["content"][0]["text"] == "project text\n");
+  for (int i = 1; i <= 3; ++i) {
+    CAPTURE(i);
+    CHECK(lines[i]["status"] == "denied");
+    CHECK(lines[i]["error"]["data"]["reason"].is_string());
+  }
+  CHECK(lines[3]["error"]["message"].get<std::string>().find("resolves to") != std::string::npos);
+  CHECK(lines[4]["error"]["code"] == -32601);  // refused at load: not a callable tool
+  CHECK(lines[4]["error"]["data"]["reason"].get<std::string>().find("process:spawn") != std::string::npos);
+  host.shutdown();
+  auto audit = audit_lines();
+  REQUIRE(audit.size() == 5);  // refusal at load + four checked calls
+  CHECK(audit[1]["action"] == "allowed");
+  CHECK(audit[1]["decidedBy"] == "user");
+  CHECK(audit[2]["action"] == "denied");
+  CHECK(audit[2]["decidedBy"] == "rule");
+  for (std::size_t i = 0; i < audit.size(); ++i) CHECK(audit[i]["seq"] == i + 1);
+  CHECK(verify_with_python().rfind("OK 5", 0) == 0);
+}
+
+TEST_CASE_METHOD(enforcement_fixture, "a revocation from another process is enforced from the next check on", "[runtime][enforcement]") {
+  approve_read();
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  CHECK(run(host, R"({"tool": "read", "input": {"path": "src/a.txt"}})")[0]["status"] == "ok");
+  caf::scoped_actor self{sys};
+  std::uint64_t before = 0;
+  self->request(host.permissions_store(), 5s, caf::get_atom::value).receive([&](std::uint64_t g) { before = g; }, [](caf::error&) {});
+  // The revocation, written by a forked process as `dhara config permissions revoke` would.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto r = io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
+      auto x = policy::record(p, "fs-tool", "filesystem:read", policy::permission_state::denied, "1.0.0", "", "2026-11-30T00:00:01Z");
+      return x ? policy::result<bool>(true) : policy::result<bool>(x.err());
+    });
+    ::_exit(r ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::uint64_t after = before;
+  for (auto deadline = std::chrono::steady_clock::now() + 2s; after == before && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+    self->request(host.permissions_store(), 5s, caf::get_atom::value).receive([&](std::uint64_t g) { after = g; }, [](caf::error&) {});
+  }
+  CHECK(after > before);
+  auto denied = run(host, R"({"tool": "read", "input": {"path": "src/a.txt"}})");
+  CHECK(denied[0]["status"] == "denied");
+  host.shutdown();
+  CHECK(audit_lines().back()["decidedBy"] == "user");
+}
+
+TEST_CASE_METHOD(enforcement_fixture, "a full disk makes checks fail closed", "[runtime][enforcement]") {
+  approve_read();
+  std::ofstream(home.root / "calls.jsonl") << R"({"tool": "read", "input": {"path": "src/a.txt"}})" << "\n";
+  // dhara in a child whose file-size limit lets no byte be written to a regular file: the
+  // audit append fails with EFBIG. Output goes through a pipe, which the limit does not cover.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen((home.root / "calls.jsonl").c_str(), "r", stdin);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    rlimit lim{0, 0};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    ::setenv("HOME", home.home().c_str(), 1);
+    ::setenv("DHARA_HOME", home.dhara_home().c_str(), 1);
+    if (::chdir(home.project().c_str()) != 0) ::_exit(126);
+    ::execl(DHARA_BINARY, DHARA_BINARY, "run", "--calls", "-", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string output;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) output.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CAPTURE(output);
+  REQUIRE(WIFEXITED(status));  // never killed by SIGXFSZ
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK(output.find("\"status\":\"denied\"") != std::string::npos);
+  CHECK(output.find("the audit log cannot be written") != std::string::npos);
+  CHECK(output.find("\"decidedBy\"") == std::string::npos);  // nothing was audited, nothing claims so
+}

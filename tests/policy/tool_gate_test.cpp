@@ -1,0 +1,90 @@
+// The tool-call gate: required capabilities and the checks each input key produces.
+#include <catch2/catch.hpp>
+
+#include "policy/tool_gate.hpp"
+
+using namespace dhara::policy;
+using json = nlohmann::json;
+
+namespace {
+
+capability_set caps(std::initializer_list<capability> list) {
+  capability_set s;
+  for (auto c : list) s.insert(c);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a tool without a list requires every manifest capability; [] requires none", "[policy][gate]") {
+  auto manifest = caps({capability::filesystem_read, capability::network_fetch});
+  CHECK(*tool_required_capabilities(manifest, json{{"name", "t"}}) == manifest);
+  CHECK(tool_required_capabilities(manifest, json{{"name", "t"}, {"capabilities", json::array()}})->empty());
+  auto one = tool_required_capabilities(manifest, json{{"capabilities", {"filesystem:read"}}});
+  CHECK(*one == caps({capability::filesystem_read}));
+}
+
+TEST_CASE("a tool requiring more than its manifest declares is refused", "[policy][gate]") {
+  auto manifest = caps({capability::filesystem_read});
+  auto more = tool_required_capabilities(manifest, json{{"capabilities", {"filesystem:read", "process:spawn"}}});
+  REQUIRE_FALSE(more);
+  CHECK(more.err().message.find("process:spawn") != std::string::npos);
+  auto unknown = tool_required_capabilities(manifest, json{{"capabilities", {"filesystem:reed"}}});
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.err().code == errc::unknown_capability);
+  CHECK_FALSE(tool_required_capabilities(manifest, json{{"capabilities", "filesystem:read"}}));
+  // network:outbound in the manifest covers a tool asking for network:fetch.
+  CHECK(tool_required_capabilities(caps({capability::network_outbound}), json{{"capabilities", {"network:fetch"}}}));
+}
+
+TEST_CASE("input keys become checks under the capability that governs them", "[policy][gate]") {
+  auto rw = tool_call_checks(caps({capability::filesystem_read, capability::filesystem_write}),
+                             json{{"path", "src/a.ts"}, {"cwd", "/tmp"}, {"url", "https://x.org"}, {"text", "hi"}});
+  // read bare (no key covers it), then path and cwd as writes; url unchecked without network.
+  REQUIRE(rw.size() == 3);
+  CHECK(rw[0].cap == capability::filesystem_read);
+  CHECK(rw[0].kind == subject_kind::none);
+  CHECK(rw[1].cap == capability::filesystem_write);
+  CHECK(rw[1].kind == subject_kind::path);
+  CHECK(rw[1].subject == "src/a.ts");
+  CHECK(rw[2].input_key == "cwd");
+
+  auto ro = tool_call_checks(caps({capability::filesystem_read}), json{{"file", "a"}, {"filePath", "b"}, {"dir", "c"}});
+  REQUIRE(ro.size() == 3);
+  for (const auto& c : ro) CHECK((c.cap == capability::filesystem_read && c.kind == subject_kind::path));
+  auto bare = tool_call_checks(caps({capability::filesystem_read}), json{{"text", "no path"}});
+  REQUIRE(bare.size() == 1);
+  CHECK(bare[0].kind == subject_kind::none);
+
+  auto none = tool_call_checks(capability_set{}, json{{"path", "/etc/shadow"}, {"url", "http://127.0.0.1"}, {"command", "sh"}});
+  CHECK(none.empty());  // unchecked here: the OS sandbox holds such a tool to nothing
+
+  auto net = tool_call_checks(caps({capability::network_outbound}), json{{"url", "https://x.org"}});
+  REQUIRE(net.size() == 1);
+  CHECK(net[0].cap == capability::network_outbound);
+  CHECK(net[0].kind == subject_kind::url);
+
+  auto spawn = tool_call_checks(caps({capability::process_spawn}),
+                                json{{"command", "git status"}, {"argv", {"git", "log"}}});
+  REQUIRE(spawn.size() == 2);
+  CHECK(spawn[0].kind == subject_kind::command_string);
+  CHECK(spawn[1].kind == subject_kind::argv);
+  CHECK(spawn[1].argv == std::vector<std::string>{"git", "log"});
+}
+
+TEST_CASE("values of the wrong type produce checks that deny", "[policy][gate]") {
+  auto checks = tool_call_checks(caps({capability::filesystem_read, capability::network_fetch, capability::process_spawn}),
+                                 json{{"path", 42}, {"url", json::object()}, {"argv", {"git", 7}}, {"command", {"ls", ""}}});
+  REQUIRE(checks.size() == 4);
+  CHECK(checks[0].subject.empty());              // path 42 → empty path → denied
+  CHECK(checks[1].subject == "(not a string)");  // not a URL → denied
+  CHECK(checks[2].argv.empty());                 // [ "ls", "" ] → empty argv → denied
+  CHECK(checks[3].argv.empty());                 // [ "git", 7 ] → empty argv → denied
+  // And decide() does deny them: the path through the path rules, the rest by their rules.
+  path_rules_input in{{"/p"}, {}, "/h", "/d", "/p"};
+  auto rules = compile_path_rules(in, lexical_resolver{});
+  REQUIRE(rules);
+  CHECK_FALSE(check_path(*rules, checks[0].subject, "/p", "/h", path_access::read, lexical_resolver{}).allowed());
+  CHECK_FALSE(check_url(compile_domain_rules(std::nullopt), checks[1].subject).allowed());
+  CHECK_FALSE(check_argv(compile_command_rules(std::nullopt), checks[2].argv, nullptr).allowed());
+}
