@@ -64,13 +64,13 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           auto& s = self->state;
           auto rp = self->make_response_promise<check_outcome>();
           if (!s.snapshot) {
-            rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure});
+            rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
             return rp;
           }
           policy::check_environment env{&s.resolver, s.locator.get()};
           std::vector<policy::audit_entry> entries;
           entries.reserve(batch.checks.size());
-          check_outcome outcome{true, "", "", policy::decider::rule};
+          check_outcome outcome{true, "", "", policy::decider::rule, {}};
           for (const policy::gate_check& c : batch.checks) {
             policy::decision d = policy::decide(*s.snapshot, c.request(batch.extension), env);
             if (d.verdict == policy::verdict_kind::ask) {
@@ -82,8 +82,9 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                    policy::decider::rule, {}};
             }
             entries.push_back(audit_entry_for(batch, c, d));
+            if (d.allowed() && c.kind == policy::subject_kind::path) outcome.allowed_root = std::string(d.matched_rule);
             if (!d.allowed() && outcome.allowed)
-              outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by};
+              outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
             if (!d.allowed()) break;  // the first denial decides; later checks are not run
           }
           // The decision is released only once its entries are as durable as configured.
@@ -91,10 +92,10 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
               .then(
                   [rp, outcome](audit_ack& ack) mutable {
                     if (ack.error.empty()) rp.deliver(outcome);
-                    else rp.deliver(check_outcome{false, outcome.capability, ack.error, policy::decider::failure});
+                    else rp.deliver(check_outcome{false, outcome.capability, ack.error, policy::decider::failure, {}});
                   },
                   [rp, outcome](caf::error&) mutable {
-                    rp.deliver(check_outcome{false, outcome.capability, "the audit writer is gone", policy::decider::failure});
+                    rp.deliver(check_outcome{false, outcome.capability, "the audit writer is gone", policy::decider::failure, {}});
                   });
           return rp;
         },

@@ -34,6 +34,7 @@ struct check_outcome {
   std::string capability;
   std::string reason;
   policy::decider decided_by = policy::decider::failure;
+  std::string allowed_root;  ///< for an allowed path check: the resolved allowed entry it lies under
 };
 
 /// The checker's interface.

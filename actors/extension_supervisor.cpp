@@ -219,11 +219,24 @@ void on_message(self_ptr self, const io::rpc_message& m) {
   } else if (auto* n = std::get_if<io::rpc_notification>(&m)) {
     if (n->method == "tools/progress") on_progress(self, n->params);
   } else if (auto* q = std::get_if<io::rpc_request>(&m)) {
-    // The host API (DESIGN §5). SEAM: the enforcement issue routes these requests through the
-    // capability checker; until then every host request is refused.
-    write_line(self, io::encode_error(q->id, io::rpc_error::method_not_found,
-                                      "the host API is not available in this version of dhara",
-                                      json{{"method", q->method}}));
+    // The host API (DESIGN §5): checked and audited by the host API actor; the answer goes
+    // back to the process that asked, unless it has been replaced meanwhile.
+    auto& st = self->state;
+    if (!st.cfg.host) {
+      write_line(self, io::encode_error(q->id, io::rpc_error::method_not_found, "this session has no host API",
+                                        json{{"method", q->method}}));
+      return;
+    }
+    std::string call_id;
+    if (st.calls.size() == 1) call_id = st.calls.begin()->second.tool_call_id;  // the call it belongs to
+    json id = q->id;
+    std::uint64_t gen = st.gen;
+    self->request(st.cfg.host, caf::infinite, host_atom::value, host_request{st.cfg.name, q->method, q->params, call_id})
+        .then([self, id, gen](call_result& answer) {
+          if (gen != self->state.gen || !self->state.alive) return;
+          write_line(self, answer.ok ? io::encode_result(id, answer.result)
+                                     : io::encode_error(id, answer.code, answer.message, answer.data));
+        });
   }
 }
 

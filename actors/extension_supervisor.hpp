@@ -10,6 +10,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/host_api.hpp"
 #include "actors/messages.hpp"
 
 namespace dhara::actors {
@@ -57,6 +58,7 @@ struct supervisor_config {
   std::uint32_t max_restarts = 3;
   std::uint64_t restart_window_ms = 60000;
   std::uint64_t max_line_bytes = 8388608;
+  host_api_actor host;                ///< where host requests go (none: refused with -32601)
 };
 
 /// Spawns a supervisor; it starts the process at once.

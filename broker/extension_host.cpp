@@ -122,6 +122,17 @@ void extension_host::start() {
 
   const char* path_env = std::getenv("PATH");
   interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  actors::host_api_config host_cfg;
+  host_cfg.checker = checker_;
+  host_cfg.session = "session-" + std::to_string(::getpid());
+  host_cfg.cwd = policy_.where.cwd;
+  host_cfg.home = policy_.where.home;
+  host_cfg.path_env = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  for (const discovered_extension& e : policy_.extensions) {
+    host_cfg.domains[e.manifest.name] = policy::compile_domain_rules(e.manifest.network_domains);
+    host_cfg.envs[e.manifest.name] = extension_environment(e.manifest.name, false, environ);
+  }
+  host_api_ = actors::spawn_host_api(sys_, std::move(host_cfg));
 
   std::vector<std::string> started;
   for (const discovered_extension& e : policy_.extensions) {
@@ -156,6 +167,7 @@ void extension_host::start() {
     sc.max_restarts = cfg.max_restarts;
     sc.restart_window_ms = cfg.restart_window_ms;
     sc.max_line_bytes = cfg.max_line_bytes;
+    sc.host = host_api_;
     supervisors_.emplace(m.name, actors::spawn_supervisor(sys_, loop_, std::move(sc)));
     started.push_back(m.name);
   }
@@ -257,6 +269,7 @@ void extension_host::shutdown() {
   loop_->stop(policy_.settings.kill_grace_ms);
   supervisors_.clear();
   // The checker and the audit writer end last, so every entry of this session is written.
+  caf::anon_send_exit(host_api_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(checker_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);

@@ -88,6 +88,7 @@ class extension_host {
   actors::audit_writer_actor audit_;
   actors::checker_actor checker_;
   actors::permissions_store_actor store_;
+  actors::host_api_actor host_api_;
   std::map<std::string, std::string> refused_;  // "ext/tool" → reason
   std::vector<actors::extension_info> infos_;
   std::map<std::string, std::vector<registered_tool>> by_bare_name_;

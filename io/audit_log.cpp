@@ -331,12 +331,12 @@ policy::result<int> open_for_reading(const std::string& path) {
   return fd;
 }
 
-// Holds an exclusive flock for one scope.
+// Holds a flock (exclusive: a writer; shared: the verifier's snapshot) for one scope.
 class file_lock {
  public:
-  explicit file_lock(int fd) : fd_(fd) {
+  explicit file_lock(int fd, int operation = LOCK_EX) : fd_(fd) {
     int rc;
-    do rc = ::flock(fd_, LOCK_EX);
+    do rc = ::flock(fd_, operation);
     while (rc != 0 && errno == EINTR);
     err_ = rc == 0 ? 0 : errno;
   }
@@ -453,6 +453,18 @@ std::optional<error> audit_log::open_current() {
   ino_ = st.st_ino;
   dev_ = st.st_dev;
   size_ = static_cast<std::uint64_t>(st.st_size);
+  // In fsync durability the file's name must survive power loss too, not only its lines.
+  if (options_.durability == policy::audit_durability::fsync) return sync_dir();
+  return std::nullopt;
+}
+
+std::optional<error> audit_log::sync_dir() {
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error("open", dir_, errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) return io_error("fsync", dir_, err);
   return std::nullopt;
 }
 
@@ -574,15 +586,8 @@ std::optional<error> audit_log::rotate() {
   ino_ = st.st_ino;
   dev_ = st.st_dev;
   size_ = 0;
-  if (options_.durability == policy::audit_durability::fsync) {
-    // The renames and the new name must survive power loss like the lines do.
-    const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return io_error("open", dir_, errno);
-    const int rc = ::fsync(dfd);
-    const int err = errno;
-    ::close(dfd);
-    if (rc != 0) return io_error("fsync", dir_, err);
-  }
+  // The renames and the new name must survive power loss like the lines do.
+  if (options_.durability == policy::audit_durability::fsync) return sync_dir();
   return std::nullopt;
 }
 
@@ -699,7 +704,8 @@ namespace {
 // Reads a file line by line in bounded memory.
 class line_reader {
  public:
-  explicit line_reader(int fd) : fd_(fd) {}
+  // Reads at most `limit` bytes: the size the file had in the snapshot.
+  line_reader(int fd, std::uint64_t limit) : fd_(fd), left_(limit) {}
 
   enum class status { line, end, too_long, failed };
 
@@ -722,16 +728,20 @@ class line_reader {
         begin_ = 0;
       }
       const std::size_t old = buf_.size();
-      buf_.resize(old + chunk);
-      ssize_t n;
-      do n = ::read(fd_, buf_.data() + old, chunk);
-      while (n < 0 && errno == EINTR);
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, left_));
+      buf_.resize(old + want);
+      ssize_t n = 0;
+      if (want > 0) {
+        do n = ::read(fd_, buf_.data() + old, want);
+        while (n < 0 && errno == EINTR);
+      }
       if (n < 0) {
         err_ = errno;
         buf_.resize(old);
         return status::failed;
       }
       buf_.resize(old + static_cast<std::size_t>(n));
+      left_ -= static_cast<std::uint64_t>(n);
       if (n == 0) eof_ = true;
     }
   }
@@ -742,6 +752,7 @@ class line_reader {
  private:
   static constexpr std::size_t chunk = 1 << 20;
   int fd_;
+  std::uint64_t left_;
   std::string buf_;
   std::size_t begin_ = 0;  // start of the next line
   std::size_t scan_ = 0;   // where to look for its newline
@@ -749,20 +760,85 @@ class line_reader {
   int err_ = 0;
 };
 
-}  // namespace
+// One file of the trail as it was when the snapshot was taken.
+struct snapshot_file {
+  std::string path;
+  int fd = -1;
+  std::uint64_t size = 0;
+  std::string problem;  // why the file itself is wrong ("" = read it)
+};
 
-policy::result<audit_verification> verify_audit(const std::string& dir) {
+struct snapshot {
+  std::vector<snapshot_file> files;  // oldest first
+  snapshot() = default;
+  snapshot(const snapshot&) = delete;
+  snapshot& operator=(const snapshot&) = delete;
+  ~snapshot() {
+    for (auto& f : files) close_fd(f.fd);
+  }
+};
+
+// Opens every file of the trail under a shared lock, so that a writer's rotation or
+// half-read batch cannot race the listing: open descriptors keep renamed or deleted files
+// readable, and each file is read only up to its size at that moment. The lock is held only
+// while opening, never while hashing, so the session's audit writes barely wait.
+std::optional<error> take_snapshot(const std::string& dir, snapshot& snap) {
+  int lock_fd = ::open(join(dir, lock_name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct lock_holder {
+    int& fd;
+    std::optional<file_lock> lock;
+    ~lock_holder() {
+      lock.reset();
+      close_fd(fd);
+    }
+  } holder{lock_fd, std::nullopt};
+  if (lock_fd >= 0) holder.lock.emplace(lock_fd, LOCK_SH);  // no lock file: no writer ever ran
+
   auto numbers = rotated_numbers(dir);
   if (!numbers) return numbers.err();
-  audit_verification v;
-  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) v.files.push_back(join(dir, rotated_name(*it)));
+  std::vector<std::string> paths;
+  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) paths.push_back(join(dir, rotated_name(*it)));
   const std::string current = join(dir, current_name);
   struct stat st;
   if (::lstat(current.c_str(), &st) == 0) {
-    v.files.push_back(current);
+    paths.push_back(current);
   } else if (errno != ENOENT) {
     return io_error("stat", current, errno);
   }
+  for (std::string& path : paths) {
+    snapshot_file f;
+    f.path = std::move(path);
+    auto fd = open_for_reading(f.path);
+    if (!fd) {
+      if (fd.err().code == errc::not_found) continue;  // deleted after the listing, outside dhara
+      if (fd.err().code != errc::invalid_path) return fd.err();
+      f.problem = "it is a symbolic link";
+    } else {
+      f.fd = *fd;
+      struct stat fst;
+      if (::fstat(f.fd, &fst) != 0) {
+        const int err = errno;
+        close_fd(f.fd);
+        return io_error("stat", f.path, err);
+      }
+      if (!S_ISREG(fst.st_mode)) {
+        f.problem = "it is not a regular file";
+      } else {
+        f.size = static_cast<std::uint64_t>(fst.st_size);
+      }
+    }
+    snap.files.push_back(std::move(f));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+policy::result<audit_verification> verify_audit(const std::string& dir) {
+  snapshot snap;
+  if (auto err = take_snapshot(dir, snap)) return std::move(*err);
+  audit_verification v;
+  for (const auto& f : snap.files) v.files.push_back(f.path);
 
   sha256_hasher sha;
   if (!sha.usable()) return make_error(errc::invalid_value, "OpenSSL provides no SHA-256; cannot verify");
@@ -778,25 +854,10 @@ policy::result<audit_verification> verify_audit(const std::string& dir) {
     return v;
   };
 
-  for (const std::string& file : v.files) {
-    auto fd = open_for_reading(file);
-    if (!fd) {
-      if (fd.err().code == errc::not_found) {
-        return make_error(errc::not_found, file + " disappeared while the trail was verified "
-                                                  "(a rotation?); run the verification again");
-      }
-      if (fd.err().code == errc::invalid_path) return fail(file, 0, "it is a symbolic link");
-      return fd.err();
-    }
-    struct fd_closer {
-      int fd;
-      ~fd_closer() { ::close(fd); }
-    } closer{*fd};
-    struct stat fst;
-    if (::fstat(*fd, &fst) != 0) return io_error("stat", file, errno);
-    if (!S_ISREG(fst.st_mode)) return fail(file, 0, "it is not a regular file");
-
-    line_reader reader(*fd);
+  for (const snapshot_file& snap_file : snap.files) {
+    const std::string& file = snap_file.path;
+    if (!snap_file.problem.empty()) return fail(file, 0, snap_file.problem);
+    line_reader reader(snap_file.fd, snap_file.size);
     std::uint64_t number = 0;
     while (true) {
       std::string_view line;

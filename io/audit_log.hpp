@@ -27,6 +27,7 @@ struct audit_log_options {
   policy::audit_durability durability = policy::audit_durability::write;  ///< fsync: fdatasync per batch
   std::uint64_t max_bytes = 104857600;  ///< rotate before audit.jsonl would pass this (0: never)
   std::uint32_t keep = 5;               ///< rotated files kept: audit.1.jsonl … audit.<keep>.jsonl
+                                        ///< (0 counts as 1: rotation never deletes the trail)
 };
 
 /// The audit trail of one DHARA_HOME, open for appending. Move-only; not thread-safe (one
@@ -91,6 +92,7 @@ class audit_log {
   std::optional<policy::error> sync_with_disk();
   std::optional<policy::error> rotate();
   std::optional<policy::error> write_segment(std::size_t begin, std::size_t end);
+  std::optional<policy::error> sync_dir();
   void close_fds();
 
   std::string dir_;
@@ -128,11 +130,14 @@ struct audit_verification {
 };
 
 /// Checks the whole trail in `dir`, oldest first (audit.N.jsonl … audit.1.jsonl,
-/// audit.jsonl): every line is a JSON object ending in the hash suffix, `seq` grows by
+/// audit.jsonl): every line is one JSON object ending in the hash suffix, `seq` grows by
 /// exactly 1, and every hash recomputes as SHA-256(previous hash ‖ line without suffix).
-/// Reads attacker-editable files: never throws, lines over max_audit_line_bytes are a break,
-/// memory stays bounded. An error (not a failed verification) when `dir` cannot be listed
-/// or a file cannot be read. Takes no lock: run it again if a rotation raced it.
+/// The first line anchors the chain when it is not seq 1. Reads attacker-editable files:
+/// never throws, never follows a symlink or blocks on a FIFO, lines over
+/// max_audit_line_bytes are a break, memory stays bounded. The files are opened under a
+/// shared lock (released before reading), so a session writing at the same time cannot make
+/// it see a half-written batch or a half-done rotation. An error (not a failed verification)
+/// when `dir` cannot be listed or a file cannot be read.
 policy::result<audit_verification> verify_audit(const std::string& dir);
 
 }  // namespace dhara::io

@@ -1048,8 +1048,14 @@ policy::result<json> process_spawn(const std::vector<std::string>& argv, const s
     // reaped yet, so -pid still names its group and no unrelated process.
     ::kill(-pid, SIGKILL);
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    pid_t reaped = -1;
+    do {
+      reaped = ::waitpid(pid, &status, 0);
+    } while (reaped < 0 && errno == EINTR);
+    // Only if someone else reaped our child (SIGCHLD set to SIG_IGN, a waitpid(-1) elsewhere):
+    // its status is lost, and guessing "exit 0" would be a lie.
+    if (reaped != pid)
+      return make_error(errc::resolve_failed, "the status of '" + argv[0] + "' was lost (the child was reaped elsewhere)");
     // Output written just before the kill is still in the pipes.
     if (out_pipe.fd.valid()) out_pipe.drain(max_output);
     if (err_pipe.fd.valid()) err_pipe.drain(max_output);

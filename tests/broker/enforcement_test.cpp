@@ -236,3 +236,80 @@ TEST_CASE_METHOD(enforcement_fixture, "a full disk makes checks fail closed", "[
   CHECK(output.find("the audit log cannot be written") != std::string::npos);
   CHECK(output.find("\"decidedBy\"") == std::string::npos);  // nothing was audited, nothing claims so
 }
+
+namespace {
+
+// One host request made by the host-client extension inside a tool call: dhara's answer.
+json host_call(enforcement_fixture& f, broker::extension_host& host, const std::string& method, const json& params) {
+  json call = {{"tool", "host"}, {"input", {{"method", method}, {"params", params}}}};
+  auto lines = f.run(host, call.dump());
+  REQUIRE(lines.size() == 1);
+  REQUIRE(lines[0]["status"] == "ok");
+  return json::parse(lines[0]["result"]["content"][0]["text"].get<std::string>());
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and confined", "[runtime][enforcement][host]") {
+  home.add_extension("host-client");
+  auto perms = io::permissions_path(home.dhara_home().string());
+  REQUIRE(io::update_permissions(perms, [](policy::permissions& p) {
+    for (const char* cap : {"filesystem:read", "filesystem:write", "process:spawn"}) {
+      auto r = policy::record(p, "host-client", cap, policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z");
+      if (!r) return policy::result<bool>(r.err());
+    }
+    return policy::result<bool>(true);
+  }));
+  std::ofstream(home.root / "outside.txt") << "outside\n";
+  testing::fs::create_symlink(home.root / "outside.txt", home.project() / "escape.txt");  // planted
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+
+  auto read = host_call(*this, host, "host/fs/read", {{"path", "src/a.txt"}});
+  CHECK(read["result"]["content"] == "project text\n");
+  CHECK(read["result"]["size"] == 13);
+
+  for (const std::string& path : {std::string("~/.ssh/id_rsa"), (home.dhara_home() / "permissions.json").string(),
+                                  (home.dhara_home() / "audit.jsonl").string(), std::string("escape.txt")}) {
+    CAPTURE(path);
+    auto denied = host_call(*this, host, "host/fs/read", {{"path", path}});
+    CHECK(denied["error"]["code"] == -32002);
+    CHECK(denied["error"]["data"]["capability"] == "filesystem:read");
+    CHECK_FALSE(denied["error"]["data"]["reason"].get<std::string>().empty());
+  }
+  // An extension cannot approve itself or edit the audit trail.
+  auto self_approve = host_call(*this, host, "host/fs/write", {{"path", perms}, {"content", "{}"}});
+  CHECK(self_approve["error"]["code"] == -32002);
+  auto wrote = host_call(*this, host, "host/fs/write", {{"path", "out.txt"}, {"content", "written"}});
+  CHECK(wrote["result"]["bytesWritten"] == 7);
+  CHECK(std::ifstream(home.project() / "out.txt").get() == 'w');
+
+  auto check = host_call(*this, host, "host/check", {{"capability", "network:fetch"}, {"details", {{"url", "http://10.0.0.1/"}}}});
+  CHECK(check["result"]["allowed"] == false);  // network:fetch is not approved
+  CHECK(check["result"]["reason"].is_string());
+  auto malformed = host_call(*this, host, "host/check", {{"capability", 7}});
+  CHECK(malformed["error"]["code"] == -32602);
+  auto env = host_call(*this, host, "host/env/get", {{"name", "HOME"}});
+  CHECK(env["error"]["code"] == -32002);  // secrets:env not declared
+  auto unknown = host_call(*this, host, "host/nope", json::object());
+  CHECK(unknown["error"]["code"] == -32601);
+
+  auto echo = host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "hi"}}});
+  CHECK(echo["result"]["exitCode"] == 0);
+  CHECK(echo["result"]["stdout"] == "hi\n");
+  auto shell = host_call(*this, host, "host/process/spawn", {{"argv", {"sh", "-c", "id"}}});
+  CHECK(shell["error"]["code"] == -32002);  // sh is not in process.commands
+  auto string_cmd = host_call(*this, host, "host/process/spawn", {{"argv", "echo hi"}});
+  CHECK(string_cmd["error"]["code"] == -32602);  // a shell string is not accepted
+  host.shutdown();
+
+  // Every decision is in the audit trail, and the chain holds.
+  auto audit = audit_lines();
+  std::size_t host_entries = 0;
+  for (const json& line : audit)
+    if (line["extension"] == "host-client") ++host_entries;
+  CHECK(host_entries >= 11);
+  CHECK(verify_with_python().rfind("OK", 0) == 0);
+}

@@ -338,6 +338,18 @@ def fs_tool(x):
     x.shutdown()
 
 
+def host_client(x):
+    x.initialize(["host"])
+    # Without dhara nobody answers the host request: send one, answer it ourselves.
+    x.send("tools/execute", x.exec_params("host", {"method": "host/check", "params": {"capability": "ui:notify"}}))
+    req = x.recv()
+    assert req.get("method") == "host/check", f"host request: {req}"
+    x.write((json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {"allowed": True}}) + "\n").encode())
+    reply = x.recv()
+    assert '"allowed": true' in text_of(reply["result"]), f"answer: {reply}"
+    x.shutdown()
+
+
 TESTS = [
     ("echo-py", "full protocol", full_echo("echo-py")),
     ("echo-node", "full protocol", full_echo("echo-node")),
@@ -354,6 +366,7 @@ TESTS = [
     ("unknown-id", "wrong id, right id, duplicate", unknown_id),
     ("fork-child", "exits 5, a grandchild keeps stdout open", fork_child),
     ("fs-tool", "declares filesystem:read, reads a file", fs_tool),
+    ("host-client", "relays one host request", host_client),
 ]
 
 

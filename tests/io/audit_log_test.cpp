@@ -333,6 +333,9 @@ TEST_CASE("rotation splits the trail across files and the chain continues", "[io
       CHECK(fs::file_size(dir.file(name)) <= max_bytes);
       CHECK(fs::file_size(dir.file(name)) > max_bytes - 400);
     }
+    struct stat st {};
+    REQUIRE(::stat(log.path().c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);  // the new file after a rotation too
     // seq continues across the file boundary.
     CHECK(seq_field(lines_of(log.path()).front()) == seq_field(lines_of(dir.file("audit.1.jsonl")).back()) + 1);
 
@@ -779,4 +782,42 @@ TEST_CASE("two writers on one trail (a session and a CLI command) keep one chain
   auto v = verify_audit(dir.str());
   REQUIRE(v);
   CHECK(v->ok);
+}
+
+TEST_CASE("verify is consistent while another process appends and rotates", "[io][audit]") {
+  temp_dir dir;
+  const audit_log_options options{audit_durability::write, 4096, 3};
+  { audit_log log = open_log(dir, options); append_ok(log, make_entries(0, 10)); }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto log = audit_log::open(dir.str(), options);
+    if (!log) ::_exit(1);
+    std::vector<audit_entry> batch = make_entries(0, 37);
+    for (int i = 0; i < 300; ++i) {
+      if (!log->append(batch)) ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  int runs = 0;
+  int bad = 0;
+  std::string first_problem;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    auto v = verify_audit(dir.str());
+    ++runs;
+    if (!v || !v->ok) {
+      ++bad;
+      if (first_problem.empty()) first_problem = v ? v->first_bad_file + ":" + std::to_string(v->first_bad_line) + " " + v->why : v.err().message;
+    }
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  INFO("verifications during the writes: " << runs << ", first problem: " << first_problem);
+  CHECK(bad == 0);
+  CHECK(runs > 1);
+  auto v = verify_audit(dir.str());
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->last_seq == 10 + 300 * 37);
 }

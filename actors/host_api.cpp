@@ -1,0 +1,229 @@
+// The host API actor (see host_api.hpp).
+#include "actors/host_api.hpp"
+
+#include <functional>
+
+#include <caf/all.hpp>
+
+#include "io/host_ops.hpp"
+#include "io/jsonrpc.hpp"
+#include "io/path_resolver.hpp"
+#include "policy/path_rules.hpp"
+
+namespace dhara::actors {
+namespace {
+
+using json = nlohmann::json;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using job = std::function<call_result()>;
+
+call_result error_result(int code, std::string message, json data = nullptr) {
+  return {false, nullptr, code, std::move(message), std::move(data)};
+}
+
+call_result from(policy::result<json> r) {
+  if (r) return {true, std::move(*r), 0, {}, nullptr};
+  return error_result(io::rpc_error::tool_error, r.err().message, json{{"error", std::string(policy::to_string(r.err().code))}});
+}
+
+// A parsed request: the checks it needs, and the operation to run once they are allowed.
+struct plan {
+  std::vector<policy::gate_check> checks;
+  std::function<job(const check_outcome&)> make_job;  // null for host/check (a query)
+  bool query = false;
+};
+
+std::optional<std::string> string_param(const json& params, const char* key) {
+  if (!params.is_object()) return std::nullopt;
+  auto it = params.find(key);
+  if (it == params.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+// The absolute, symlink-resolved form of a path an extension gave (what the check decided on).
+std::string resolved_path(const std::string& raw, const host_api_config& cfg) {
+  auto expanded = policy::expand_home(raw, cfg.home);
+  if (!expanded) return {};
+  auto normal = policy::normalize_path(*expanded, cfg.cwd);
+  if (!normal) return {};
+  auto resolved = io::real_path_resolver{}.resolve(*normal);
+  return resolved ? *resolved : std::string();
+}
+
+// Builds the plan for a request, or the -32602/-32601 error for a malformed one.
+using config_ptr = std::shared_ptr<const host_api_config>;
+
+std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr& shared) {
+  const host_api_config& cfg = *shared;
+  const json& p = r.params;
+  auto bad = [&](std::string what) {
+    return error_result(io::rpc_error::invalid_params, r.method + ": " + what);
+  };
+  using policy::capability;
+  using policy::subject_kind;
+  if (r.method == "host/check") {
+    auto cap_name = string_param(p, "capability");
+    if (!cap_name) return bad("expected {capability, details?}");
+    auto cap = policy::parse_capability(*cap_name);
+    if (!cap) return bad(cap.err().message);
+    json details = p.value("details", json::object());
+    if (!details.is_object()) return bad("details must be an object");
+    plan out;
+    out.query = true;
+    if (auto path = string_param(details, "path")) out.checks.push_back({*cap, subject_kind::path, *path, {}, "path"});
+    else if (auto url = string_param(details, "url")) out.checks.push_back({*cap, subject_kind::url, *url, {}, "url"});
+    else if (auto cmd = string_param(details, "command")) out.checks.push_back({*cap, subject_kind::command_string, *cmd, {}, "command"});
+    else out.checks.push_back({*cap, subject_kind::none, {}, {}, {}});
+    return out;
+  }
+  if (r.method == "host/fs/read" || r.method == "host/fs/list") {
+    auto path = string_param(p, "path");
+    if (!path) return bad("expected {path}");
+    std::string encoding = string_param(p, "encoding").value_or("utf8");
+    bool list = r.method == "host/fs/list";
+    plan out;
+    out.checks.push_back({capability::filesystem_read, subject_kind::path, *path, {}, "path"});
+    out.make_job = [=](const check_outcome& o) -> job {
+      std::string abs = resolved_path(*path, *shared);
+      std::size_t max = shared->max_file_bytes;
+      return [=] { return list ? from(io::fs_list(o.allowed_root, abs)) : from(io::fs_read(o.allowed_root, abs, encoding, max)); };
+    };
+    return out;
+  }
+  if (r.method == "host/fs/write") {
+    auto path = string_param(p, "path");
+    auto content = string_param(p, "content");
+    if (!path || !content) return bad("expected {path, content, encoding?}");
+    std::string encoding = string_param(p, "encoding").value_or("utf8");
+    if (encoding != "utf8" && encoding != "base64") return bad("encoding must be utf8 or base64");
+    plan out;
+    out.checks.push_back({capability::filesystem_write, subject_kind::path, *path, {}, "path"});
+    out.make_job = [=](const check_outcome& o) -> job {
+      std::string abs = resolved_path(*path, *shared);
+      std::size_t max = shared->max_file_bytes;
+      return [=]() -> call_result {
+        std::string bytes = *content;
+        if (encoding == "base64") {
+          auto decoded = io::decode_base64(*content);
+          if (!decoded) return error_result(io::rpc_error::invalid_params, decoded.err().message);
+          bytes = std::move(*decoded);
+        }
+        return from(io::fs_write(o.allowed_root, abs, bytes, max));
+      };
+    };
+    return out;
+  }
+  if (r.method == "host/env/get") {
+    auto name = string_param(p, "name");
+    if (!name) return bad("expected {name}");
+    plan out;
+    out.checks.push_back({capability::secrets_env, subject_kind::none, {}, {}, {}});
+    out.make_job = [=](const check_outcome&) -> job { return [=] { return from(io::env_get(*name)); }; };
+    return out;
+  }
+  if (r.method == "host/net/fetch") {
+    auto url = string_param(p, "url");
+    if (!url) return bad("expected {url, method?, headers?, body?}");
+    std::string method = string_param(p, "method").value_or("GET");
+    json headers = p.value("headers", json(nullptr));
+    std::string body = string_param(p, "body").value_or("");
+    policy::domain_rules rules;
+    if (auto it = cfg.domains.find(r.extension); it != cfg.domains.end()) rules = it->second;
+    plan out;
+    out.checks.push_back({capability::network_fetch, subject_kind::url, *url, {}, "url"});
+    out.make_job = [=](const check_outcome&) -> job {
+      return [=] { return from(io::net_fetch(*url, method, headers, body, rules, io::fetch_limits{})); };
+    };
+    return out;
+  }
+  if (r.method == "host/process/spawn") {
+    if (!p.is_object() || !p.contains("argv") || !p["argv"].is_array() || p["argv"].empty())
+      return bad("expected {argv: [program, args…], cwd?, timeoutMs?}; a shell string is not accepted");
+    std::vector<std::string> argv;
+    for (const json& a : p["argv"]) {
+      if (!a.is_string()) return bad("every argv element must be a string");
+      argv.push_back(a.get<std::string>());
+    }
+    std::string cwd = string_param(p, "cwd").value_or(cfg.cwd);
+    std::uint64_t timeout = p.value("timeoutMs", cfg.spawn_timeout_ms);
+    std::vector<std::string> env;
+    if (auto it = cfg.envs.find(r.extension); it != cfg.envs.end()) env = it->second;
+    plan out;
+    out.checks.push_back({capability::process_spawn, subject_kind::argv, {}, argv, "argv"});
+    out.make_job = [=](const check_outcome&) -> job {
+      return [=]() -> call_result {
+        auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
+        if (!exe) return error_result(io::rpc_error::tool_error, exe.err().message);
+        std::vector<std::string> full = argv;
+        full.front() = *exe;
+        return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env));
+      };
+    };
+    return out;
+  }
+  return error_result(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
+}
+
+// Runs one blocking operation on its own detached thread, then ends.
+caf::behavior worker(caf::event_based_actor* self, job work) {
+  return {[=](run_atom) {
+    call_result r = work();
+    self->quit();
+    return r;
+  }};
+}
+
+struct host_state {
+  config_ptr cfg;  // shared with the workers, which may outlive a request
+  static inline const char* name = "host_api";
+};
+
+}  // namespace
+
+host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
+  return sys.spawn([](host_api_actor::stateful_pointer<host_state> self,
+                      host_api_config cfg) -> host_api_actor::behavior_type {
+    self->state.cfg = std::make_shared<const host_api_config>(std::move(cfg));
+    return {
+        [=](host_atom, host_request& r) -> caf::typed_response_promise<call_result> {
+          auto rp = self->make_response_promise<call_result>();
+          auto planned = plan_for(r, self->state.cfg);
+          if (auto* err = std::get_if<call_result>(&planned)) {
+            rp.deliver(*err);  // a protocol error, not a decision: nothing to audit
+            return rp;
+          }
+          plan p = std::move(std::get<plan>(planned));
+          check_batch batch{r.extension, r.method, r.tool_call_id, self->state.cfg->session, p.checks};
+          self->request(self->state.cfg->checker, caf::infinite, check_atom::value, std::move(batch))
+              .then(
+                  [=](check_outcome& o) mutable {
+                    if (p.query) {
+                      json result = {{"allowed", o.allowed}};
+                      if (!o.allowed) result["reason"] = o.reason;
+                      rp.deliver(call_result{true, std::move(result), 0, {}, nullptr});
+                      return;
+                    }
+                    if (!o.allowed) {
+                      rp.deliver(error_result(io::rpc_error::denied, o.reason,
+                                              json{{"capability", o.capability}, {"reason", o.reason}}));
+                      return;
+                    }
+                    auto w = self->spawn<caf::detached>(worker, p.make_job(o));
+                    self->request(w, caf::infinite, run_atom::value)
+                        .then([=](call_result& done) mutable { rp.deliver(std::move(done)); },
+                              [=](caf::error& e) mutable {
+                                rp.deliver(error_result(io::rpc_error::tool_error, "the host operation failed: " +
+                                                                                      self->system().render(e)));
+                              });
+                  },
+                  [=](caf::error& e) mutable {
+                    rp.deliver(error_result(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e),
+                                            json{{"reason", "checker failure"}}));
+                  });
+          return rp;
+        },
+    };
+  }, std::move(config));
+}
+
+}  // namespace dhara::actors

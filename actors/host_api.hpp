@@ -1,0 +1,56 @@
+// The host API (DESIGN §5, §9 "Host API results"): requests an extension makes to dhara —
+// host/check, host/fs/read|write|list, host/env/get, host/net/fetch, host/process/spawn. Each
+// is checked by the capability checker and audited like a tool call; allowed operations run
+// on a detached worker (they block: file I/O, DNS, HTTP, child processes) with the io/
+// host operations, which re-check what only I/O can know (openat2 beneath the allowed root,
+// resolved addresses).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/checker.hpp"
+#include "actors/messages.hpp"
+#include "policy/net_rules.hpp"
+
+namespace dhara::actors {
+
+using host_atom = caf::atom_constant<caf::atom("host")>;  ///< one host request
+
+/// One request from an extension.
+struct host_request {
+  std::string extension;
+  std::string method;        ///< "host/fs/read", …
+  nlohmann::json params;
+  std::string tool_call_id;  ///< the call it happened in, when known (for the audit)
+};
+
+/// The host API's interface: a request → its result object, or an error result: -32002
+/// denied {capability, reason}, -32602 malformed params, -32601 unknown method, -32001 the
+/// operation failed.
+using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>::with<call_result>>;
+
+/// What the host API needs to know about the session.
+struct host_api_config {
+  checker_actor checker;
+  std::string session;
+  std::string cwd;                                       ///< relative paths resolve against it
+  std::string home;
+  std::map<std::string, policy::domain_rules> domains;   ///< per extension (its network.outbound)
+  std::map<std::string, std::vector<std::string>> envs;  ///< per extension: its scrubbed environment
+  std::string path_env;                                  ///< PATH, to locate spawned commands
+  std::size_t max_file_bytes = 16u << 20;
+  std::size_t max_output_bytes = 1u << 20;
+  std::uint64_t spawn_timeout_ms = 30000;
+};
+
+/// Spawns the host API actor.
+host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config);
+
+}  // namespace dhara::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::host_request)
