@@ -23,6 +23,7 @@ test: build
 bench: build
 	@$(BUILD)/bench/dhara_bench_decide
 	@$(BUILD)/bench/dhara_bench_runtime
+	@$(BUILD)/bench/dhara_bench_checker
 
 # Every test again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: setup

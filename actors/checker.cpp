@@ -11,9 +11,17 @@
 namespace dhara::actors {
 namespace {
 
+struct waiting_reply {
+  caf::typed_response_promise<check_outcome> rp;
+  check_outcome outcome;
+};
+
 struct checker_state {
   policy::snapshot_ptr snapshot;
   audit_sink_actor audit;
+  std::vector<policy::audit_entry> entries;  // decided, not yet sent to the writer
+  std::vector<waiting_reply> replies;        // released once those entries are durable
+  bool flush_scheduled = false;
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
   static inline const char* name = "checker";
@@ -87,17 +95,35 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
               outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
             if (!d.allowed()) break;  // the first denial decides; later checks are not run
           }
-          // The decision is released only once its entries are as durable as configured.
-          self->request(s.audit, caf::infinite, append_atom::value, std::move(entries))
-              .then(
-                  [rp, outcome](audit_ack& ack) mutable {
-                    if (ack.error.empty()) rp.deliver(outcome);
-                    else rp.deliver(check_outcome{false, outcome.capability, ack.error, policy::decider::failure, {}});
-                  },
-                  [rp, outcome](caf::error&) mutable {
-                    rp.deliver(check_outcome{false, outcome.capability, "the audit writer is gone", policy::decider::failure, {}});
-                  });
+          // The decision is released only once its entries are as durable as configured; the
+          // entries of all checks in the mailbox go to the writer together.
+          s.entries.insert(s.entries.end(), std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()));
+          s.replies.push_back({rp, std::move(outcome)});
+          if (!s.flush_scheduled) {
+            s.flush_scheduled = true;
+            self->send(self, flush_atom::value);
+          }
           return rp;
+        },
+        [=](flush_atom) {
+          auto& s = self->state;
+          s.flush_scheduled = false;
+          auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
+          s.replies.clear();
+          std::vector<policy::audit_entry> batch;
+          batch.swap(s.entries);
+          self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
+              .then(
+                  [replies](audit_ack& ack) {
+                    for (auto& w : *replies) {
+                      if (ack.error.empty()) w.rp.deliver(w.outcome);
+                      else w.rp.deliver(check_outcome{false, w.outcome.capability, ack.error, policy::decider::failure, {}});
+                    }
+                  },
+                  [replies](caf::error&) {
+                    for (auto& w : *replies)
+                      w.rp.deliver(check_outcome{false, w.outcome.capability, "the audit writer is gone", policy::decider::failure, {}});
+                  });
         },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
     };

@@ -43,7 +43,10 @@ using checker_actor = caf::typed_actor<
     /// first denial (decided_by failure when the audit could not be written).
     caf::replies_to<check_atom, check_batch>::with<check_outcome>,
     /// permissions store → checker: use this snapshot from the next check on.
-    caf::reacts_to<snapshot_atom, policy::snapshot_ptr>>;
+    caf::reacts_to<snapshot_atom, policy::snapshot_ptr>,
+    /// self: send the entries of every check decided since the last flush to the audit writer
+    /// in one append (queued behind the checks already in the mailbox, so they batch).
+    caf::reacts_to<flush_atom>>;
 
 /// Spawns a checker holding `snapshot`; entries go to `audit` (the append interface only).
 checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit);

@@ -245,7 +245,7 @@ policy::result<file_tail> read_tail(int fd, std::uint64_t size, const std::strin
   std::uint64_t window = 64 * 1024;
   std::string buf;
   while (true) {
-    window = std::min(window, size);
+    window = std::min({window, size, limit});
     const std::uint64_t start = size - window;
     buf.resize(static_cast<std::size_t>(window));
     const long long n = read_at(fd, buf.data(), buf.size(), start);
@@ -440,7 +440,8 @@ policy::result<audit_log> audit_log::open(std::string dir, audit_log_options opt
 
 std::optional<error> audit_log::open_current() {
   close_fd(fd_);
-  // O_NOFOLLOW: a symlink planted as audit.jsonl must not redirect the trail elsewhere.
+  // O_NOFOLLOW: a symlink planted as audit.jsonl must not redirect the trail elsewhere;
+  // O_NONBLOCK: nor may a planted FIFO block the open (it is refused below).
   fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
                0600);
   if (fd_ < 0) return io_error("open", path_, errno);
