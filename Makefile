@@ -24,6 +24,7 @@ bench: build
 	@$(BUILD)/bench/dhara_bench_decide
 	@$(BUILD)/bench/dhara_bench_runtime
 	@$(BUILD)/bench/dhara_bench_checker
+	@$(BUILD)/bench/dhara_bench_audit
 
 # Every test again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: setup

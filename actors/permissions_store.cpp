@@ -75,6 +75,10 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
         },
         [=](reload_atom) { reload(self); },
         [=](caf::get_atom) { return self->state.generation; },
+        [=](caf::put_atom) {
+          reload(self);
+          return self->state.generation;
+        },
     };
   }, std::move(config));
   // The watch runs on the loop thread; it reaches the store only through its mailbox.

@@ -30,7 +30,10 @@ using permissions_store_actor = caf::typed_actor<
     /// self: the debounce elapsed: read the file, compile, send the snapshot to every checker.
     caf::reacts_to<reload_atom>,
     /// anyone → store: the generation of the last snapshot sent (tests wait on it).
-    caf::replies_to<caf::get_atom>::with<std::uint64_t>>;
+    caf::replies_to<caf::get_atom>::with<std::uint64_t>,
+    /// session → store: reload now (after this session wrote the file itself), reply with the
+    /// new generation once the snapshot is on its way to every checker.
+    caf::replies_to<caf::put_atom>::with<std::uint64_t>>;
 
 /// What the store compiles snapshots from (a copy of the session's loaded policy).
 struct permissions_store_config {

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io/path_resolver.hpp"
+#include "io/permissions_file.hpp"
 #include "policy/tool_gate.hpp"
 
 namespace dhara::broker {
@@ -220,6 +221,81 @@ void extension_host::start() {
   }
   if (!refusals.empty()) self->request(audit_, caf::infinite, actors::append_atom::value, std::move(refusals))
                              .receive([](actors::audit_ack&) {}, [](caf::error&) {});
+  if (policy_.snapshot->interactive) ask_for_pending_capabilities();
+}
+
+void extension_host::ask_for_pending_capabilities() {
+  // Prompts come when the extensions load, before any tool call (DESIGN §9), one at a time.
+  const policy::policy_snapshot& snap = *policy_.snapshot;
+  auto approver = actors::spawn_approval(sys_);
+  caf::scoped_actor self{sys_};
+  std::string perms_path = io::permissions_path(policy_.where.dhara_home);
+  bool changed = false;
+  for (const discovered_extension& e : policy_.extensions) {
+    auto it = snap.extensions.find(e.manifest.name);
+    if (it == snap.extensions.end()) continue;
+    const policy::extension_policy& ext = it->second;
+    policy::capability_set pending =
+        ext.declared.minus(ext.approved_by_user).minus(ext.approved_by_author).minus(ext.denied);
+    if (pending.empty()) continue;
+    if (ext.pending != policy::pending_action::ask_package && ext.pending != policy::pending_action::ask_each_capability) continue;
+    actors::approval_request req;
+    req.extension = e.manifest.name;
+    req.version = e.manifest.version;
+    if (e.manifest.author) req.author = e.manifest.author->name.empty() ? e.manifest.author->email : e.manifest.author->name;
+    pending.for_each([&](policy::capability c) { req.capabilities.emplace_back(policy::to_string(c)); });
+    req.per_capability = ext.pending == policy::pending_action::ask_each_capability;
+    actors::approval_answer answer;
+    self->request(approver, caf::infinite, actors::ask_atom::value, req)
+        .receive([&](actors::approval_answer& a) { answer = std::move(a); },
+                 [&](caf::error& err) { answer.failure = sys_.render(err); });
+    if (answer.quit) {
+      quit_ = true;
+      break;
+    }
+    if (!answer.failure.empty()) {
+      // A lost prompt records nothing: the capabilities stay pending, and pending denies.
+      spdlog::warn("no answer for {}: {}; its capabilities stay pending", e.manifest.name, answer.failure);
+      continue;
+    }
+    auto written = io::update_permissions(perms_path, [&](policy::permissions& p) -> policy::result<bool> {
+      auto stamp = policy::format_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch()).count());
+      for (const auto& [list, state] : {std::pair{&answer.approved, policy::permission_state::approved},
+                                        std::pair{&answer.denied, policy::permission_state::denied}})
+        for (const std::string& cap : *list) {
+          auto r = policy::record(p, e.manifest.name, cap, state, e.manifest.version, e.folder, stamp);
+          if (!r) return r.err();
+        }
+      return true;
+    });
+    if (!written) {
+      spdlog::error("cannot record the answers for {}: {}", e.manifest.name, written.err().message);
+      continue;
+    }
+    changed = true;
+    // Every answer is audited as the user's decision.
+    std::vector<policy::audit_entry> entries;
+    for (const auto& [list, action] : {std::pair{&answer.approved, policy::audit_action::allowed},
+                                       std::pair{&answer.denied, policy::audit_action::denied}})
+      for (const std::string& cap : *list) {
+        policy::audit_entry a;
+        a.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+        a.extension = e.manifest.name;
+        a.capability = cap;
+        a.action = action;
+        a.details = {{"prompt", req.per_capability ? "capability" : "package"}};
+        a.reason = action == policy::audit_action::denied ? "denied by the user at the prompt" : "";
+        a.decided_by = policy::decider::user;
+        entries.push_back(std::move(a));
+      }
+    self->request(audit_, caf::infinite, actors::append_atom::value, std::move(entries))
+        .receive([](actors::audit_ack&) {}, [](caf::error&) {});
+  }
+  self->send_exit(approver, caf::exit_reason::user_shutdown);
+  // The answers are in the next snapshot before the first call.
+  if (changed) self->request(store_, caf::infinite, caf::put_atom::value).receive([](std::uint64_t) {}, [](caf::error&) {});
 }
 
 std::variant<registered_tool, resolve_error> extension_host::resolve(const std::string& tool,

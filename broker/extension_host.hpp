@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/approval.hpp"
 #include "actors/audit_writer.hpp"
 #include "actors/checker.hpp"
 #include "actors/extension_supervisor.hpp"
@@ -58,8 +59,11 @@ class extension_host {
   extension_host(caf::actor_system& sys, const loaded_policy& policy);
   ~extension_host();
 
-  /// Starts every loaded extension in parallel; returns once each is ready or failed.
+  /// Starts every loaded extension in parallel; returns once each is ready or failed and, in
+  /// an interactive session, once the user answered the capability prompts.
   void start();
+  /// True when the user answered `q` to a prompt: the session ends with exit code 130.
+  bool quit_requested() const { return quit_; }
   /// Every extension's state, in name order (after start()).
   const std::vector<actors::extension_info>& extensions() const { return infos_; }
   /// Extensions that were not loaded, with the reason.
@@ -77,6 +81,11 @@ class extension_host {
   const std::map<std::string, std::string>& refused_tools() const { return refused_; }
   /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.
   void shutdown();
+
+ private:
+  void ask_for_pending_capabilities();
+
+ public:
   /// The loop, for tests that count live processes.
   const io::event_loop& loop() const { return *loop_; }
 
@@ -94,6 +103,7 @@ class extension_host {
   std::map<std::string, std::vector<registered_tool>> by_bare_name_;
   std::map<std::string, registered_tool> by_qualified_name_;
   bool stopped_ = false;
+  bool quit_ = false;
 };
 
 }  // namespace dhara::broker

@@ -9,6 +9,7 @@ namespace dhara::cli {
 /// Options every command shares.
 struct global_options {
   bool verbose = false;
+  bool no_prompt = false;  ///< never ask, even with a terminal (pending capabilities are denied)
 };
 
 /// `dhara demo`.

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   global_options g;
   app.add_flag("-v,--verbose", g.verbose, "Log debug details to stderr and the log file");
+  app.add_flag("--no-prompt", g.no_prompt, "Never ask on the terminal: pending capabilities are denied");
 
   auto* demo = app.add_subcommand("demo", "Load the policy from DHARA_HOME and the project and print the "
                                           "decisions of a small built-in scenario");

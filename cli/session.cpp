@@ -1,6 +1,9 @@
 // Session set-up shared by the commands that run extensions.
 #include "cli/session.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <caf/all.hpp>
@@ -24,7 +27,18 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code) {
     return nullptr;
   }
   io::init_logging(where->dhara_home, g.verbose);
-  auto loaded = broker::load_policy(*where, /*interactive=*/false);
+  // A session may prompt when it has a terminal: stdin is one, or /dev/tty opens (stdin
+  // carries the batch) — and --no-prompt is absent (DESIGN §9).
+  bool interactive = false;
+  if (!g.no_prompt) {
+    interactive = ::isatty(0) == 1;
+    if (!interactive) {
+      int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+      interactive = tty >= 0;
+      if (tty >= 0) ::close(tty);
+    }
+  }
+  auto loaded = broker::load_policy(*where, interactive);
   if (!loaded) {
     std::fprintf(stderr, "dhara: %s\n", loaded.err().message.c_str());
     exit_code = 2;
@@ -39,6 +53,10 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code) {
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
   s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy);
   s->host->start();
+  if (s->host->quit_requested()) {
+    exit_code = 130;  // the user quit at a prompt
+    return nullptr;
+  }
   for (const auto& info : s->host->extensions())
     if (info.state == actors::extension_state::failed)
       spdlog::warn("extension '{}' failed to start: {}", info.name, info.reason);

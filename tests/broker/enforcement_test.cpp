@@ -210,6 +210,7 @@ TEST_CASE_METHOD(enforcement_fixture, "a full disk makes checks fail closed", "[
   REQUIRE(::pipe(fds) == 0);
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::setsid();  // no controlling terminal: headless whoever runs the tests
     ::freopen((home.root / "calls.jsonl").c_str(), "r", stdin);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);

@@ -35,6 +35,7 @@ run_result run_dhara(const testing::temp_home& h, std::vector<std::string> args,
   std::ofstream(in_path) << stdin_text;
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::setsid();  // no controlling terminal: the session is headless whoever runs the tests
     ::freopen(in_path.c_str(), "r", stdin);
     ::freopen(out_path.c_str(), "w", stdout);
     ::freopen(err_path.c_str(), "w", stderr);
