@@ -150,7 +150,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           (*again)();
         };
         // Every call is checked and audited before it reaches the extension.
-        self->request(host.checker(), caf::infinite, actors::check_atom::value, std::move(gate))
+        self->request(host.checker(ext), caf::infinite, actors::check_atom::value, std::move(gate))
             .then(
                 [self, sup, done, call = std::move(call)](actors::check_outcome& verdict) mutable {
                   if (!verdict.allowed) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 #include <variant>
 
 #include <caf/all.hpp>
@@ -108,7 +109,10 @@ void extension_host::start() {
   audit_cfg.keep = cfg.audit_keep;
   audit_cfg.ignore_patterns = cfg.audit_ignore_patterns;
   audit_ = actors::spawn_audit_writer(sys_, std::move(audit_cfg));
-  checker_ = actors::spawn_checker(sys_, policy_.snapshot, audit_);
+  // One checker per core: the checks of different extensions run in parallel, and no
+  // snapshot pointer is shared between them on the check path.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < cores; ++i) checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_));
   actors::permissions_store_config store_cfg;
   store_cfg.dhara_home = policy_.where.dhara_home;
   store_cfg.home = policy_.where.home;
@@ -117,14 +121,14 @@ void extension_host::start() {
   store_cfg.interactive = policy_.snapshot->interactive;
   store_cfg.settings = cfg;
   for (const discovered_extension& e : policy_.extensions) store_cfg.extensions.emplace_back(e.manifest, e.folder);
-  store_cfg.checkers = {checker_};
+  store_cfg.checkers = checkers_;
   store_cfg.first_generation = policy_.snapshot->generation;
   store_ = actors::spawn_permissions_store(sys_, loop_, std::move(store_cfg));
 
   const char* path_env = std::getenv("PATH");
   interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
   actors::host_api_config host_cfg;
-  host_cfg.checker = checker_;
+  host_cfg.checker = checkers_.front();  // host requests are rare next to tool calls
   host_cfg.session = "session-" + std::to_string(::getpid());
   host_cfg.cwd = policy_.where.cwd;
   host_cfg.home = policy_.where.home;
@@ -347,7 +351,7 @@ void extension_host::shutdown() {
   // The checker and the audit writer end last, so every entry of this session is written.
   caf::anon_send_exit(host_api_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(checker_, caf::exit_reason::user_shutdown);
+  for (auto& c : checkers_) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
 }
 

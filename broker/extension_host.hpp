@@ -73,8 +73,11 @@ class extension_host {
                                                        const std::string& extension) const;
   /// The supervisor of a started extension (invalid handle when unknown).
   actors::supervisor_actor supervisor(const std::string& extension) const;
-  /// The checker every call and host request goes through.
-  actors::checker_actor checker() const { return checker_; }
+  /// The checker for an extension's calls and host requests: one checker per core, each
+  /// holding its own snapshot; an extension always uses the same one.
+  actors::checker_actor checker(const std::string& extension) const {
+    return checkers_[std::hash<std::string>{}(extension) % checkers_.size()];
+  }
   /// The permissions store (it pushes a new snapshot to the checker when the file changes).
   actors::permissions_store_actor permissions_store() const { return store_; }
   /// Tools refused at load (they require more than their manifest declares), with the reason.
@@ -95,7 +98,7 @@ class extension_host {
   std::shared_ptr<io::event_loop> loop_;
   std::map<std::string, actors::supervisor_actor> supervisors_;
   actors::audit_writer_actor audit_;
-  actors::checker_actor checker_;
+  std::vector<actors::checker_actor> checkers_;
   actors::permissions_store_actor store_;
   actors::host_api_actor host_api_;
   std::map<std::string, std::string> refused_;  // "ext/tool" → reason

@@ -314,3 +314,20 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   CHECK(host_entries >= 11);
   CHECK(verify_with_python().rfind("OK", 0) == 0);
 }
+
+TEST_CASE_METHOD(enforcement_fixture, "a project config asking for yolo is ignored with a warning", "[runtime][enforcement]") {
+  approve_read();
+  testing::fs::create_directories(home.project() / ".dhara");
+  std::ofstream(home.project() / ".dhara/config.json") << R"({"security": {"level": "yolo", "deniedPaths": []}})";
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  CHECK(loaded->settings.level == policy::security_level::standard);
+  bool warned = false;
+  for (const std::string& w : loaded->warnings) warned |= w.find("trustedProjects") != std::string::npos;
+  CHECK(warned);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  auto lines = run(host, R"({"tool": "read", "input": {"path": "~/.ssh/id_rsa"}})");
+  CHECK(lines[0]["status"] == "denied");  // under yolo it would not have been
+  host.shutdown();
+}
