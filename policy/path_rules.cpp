@@ -248,14 +248,15 @@ decision deny(std::string reason, std::string_view rule = {}) {
 
 // Built-in denials that no configuration can remove (DESIGN §4, §9).
 std::vector<std::pair<std::string, std::string>> builtin_denials(const path_rules_input& in) {
-  std::vector<std::pair<std::string, std::string>> out{
-      {"/etc/shadow", "built-in: /etc/shadow"},
-      {"/etc/gshadow", "built-in: /etc/gshadow"},
-  };
-  if (!in.home.empty()) out.push_back({in.home + "/.ssh", "built-in: ~/.ssh/"});
-  // /proc magic links and process secrets: they walk around every other rule.
-  for (const char* leaf : {"root", "cwd", "exe", "environ", "mem", "fd", "map_files"})
-    out.push_back({std::string("/proc/**/") + leaf, std::string("built-in: /proc/*/") + leaf});
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!in.only_state_files) {
+    out.push_back({"/etc/shadow", "built-in: /etc/shadow"});
+    out.push_back({"/etc/gshadow", "built-in: /etc/gshadow"});
+    if (!in.home.empty()) out.push_back({in.home + "/.ssh", "built-in: ~/.ssh/"});
+    // /proc magic links and process secrets: they walk around every other rule.
+    for (const char* leaf : {"root", "cwd", "exe", "environ", "mem", "fd", "map_files"})
+      out.push_back({std::string("/proc/**/") + leaf, std::string("built-in: /proc/*/") + leaf});
+  }
   if (!in.dhara_home.empty()) {
     // dhara's own state: an extension must never read or edit approvals or the audit.
     for (const char* f : {"config.json*", "permissions.json*", "audit*", "logs"})

@@ -76,6 +76,9 @@ struct path_rules_input {
   std::string home;                   ///< $HOME, for `~`
   std::string dhara_home;             ///< $DHARA_HOME: its state files are always denied
   std::string project_root;           ///< the project: its .dhara/config.json is always denied
+  /// Only dhara's own state files as built-in denials (what yolo keeps, DESIGN §4); otherwise
+  /// also /etc/shadow, ~/.ssh and the /proc magic links.
+  bool only_state_files = false;
 };
 
 /// One compiled entry: the text the user wrote (for reasons) and its normalized form.

@@ -50,7 +50,7 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   snap.paths = std::move(*compiled);
   snap.problems = snap.paths.problems;
   // What yolo keeps: only the built-in state-file denials, everything else allowed.
-  path_rules_input state{{"/"}, {}, in.home, in.dhara_home, in.project_root};
+  path_rules_input state{{"/"}, {}, in.home, in.dhara_home, in.project_root, /*only_state_files=*/true};
   auto state_rules = compile_path_rules(state, resolver);
   if (!state_rules) return state_rules.err();
   snap.state_files = std::move(*state_rules);

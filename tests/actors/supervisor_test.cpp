@@ -155,7 +155,7 @@ TEST_CASE_METHOD(runtime_fixture, "a hung call times out with -32004 and the kil
   auto before = std::chrono::steady_clock::now();
   auto r = call(sup, "hang");
   CHECK(r.code == io::rpc_error::cancelled);
-  CHECK(std::chrono::steady_clock::now() - before < 2s);
+  CHECK(std::chrono::steady_clock::now() - before < 5s);  // vs. hanging until the 15 s request timeout
   // grace (300 ms) then SIGTERM: the process is replaced by a fresh one, not counted as a crash.
   std::this_thread::sleep_for(900ms);
   auto info = status(sup);
@@ -196,7 +196,7 @@ TEST_CASE_METHOD(runtime_fixture, "cancel answers -32004 at once and a cooperati
   actors::call_result r;
   pending.receive([&](actors::call_result& x) { r = std::move(x); }, [&](caf::error& e) { FAIL(sys.render(e)); });
   CHECK(r.code == io::rpc_error::cancelled);
-  CHECK(std::chrono::steady_clock::now() - before < 1s);
+  CHECK(std::chrono::steady_clock::now() - before < 3s);  // vs. the 5 s sleep finishing
   std::this_thread::sleep_for(800ms);  // past grace + kill grace: it answered, so no kill
   CHECK(status(sup).restarts == 0);
   CHECK(call(sup, "echo", {{"text", "still here"}}, "c2").ok);
@@ -302,16 +302,17 @@ TEST_CASE_METHOD(runtime_fixture, "a progress flood does not stall other extensi
   actors::tool_call c;
   c.tool_call_id = "flood";
   c.tool = "flood";
-  c.input = {{"count", 200000}};
-  auto pending = self->request(flood, 60s, actors::execute_atom::value, c);
-  // While 200 000 notifications pour in, another extension still answers promptly.
+  c.input = {{"count", 300000}};
+  self->send(flood, actors::execute_atom::value, c);  // its result arrives as an ordinary message
   std::this_thread::sleep_for(50ms);
-  auto before = std::chrono::steady_clock::now();
+  // While the notifications pour in, another extension still answers: its reply comes before
+  // the flood's result (an ordering, not a timing — slower builds only widen the gap).
   CHECK(call(echo, "echo", {{"text", "responsive"}}, "e1").ok);
-  auto took = std::chrono::steady_clock::now() - before;
-  CHECK(took < 500ms);
+  bool flood_done_first = false;
+  self->receive([&](actors::call_result&) { flood_done_first = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK_FALSE(flood_done_first);
   actors::call_result r;
-  pending.receive([&](actors::call_result& x) { r = std::move(x); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  self->receive([&](actors::call_result& x) { r = std::move(x); }, caf::after(120s) >> [] { FAIL("the flood never finished"); });
   CHECK(r.ok);
   stop(flood);
   stop(echo);
@@ -338,7 +339,7 @@ TEST_CASE_METHOD(runtime_fixture, "an exit is reported even when a grandchild ho
   auto r = call(sup, "orphan");
   CHECK(r.code == io::rpc_error::crashed);
   CHECK(r.data["exitCode"] == 5);
-  CHECK(std::chrono::steady_clock::now() - before < 2s);
+  CHECK(std::chrono::steady_clock::now() - before < 10s);  // vs. waiting for the 30 s grandchild
   CHECK(call(sup, "ok", json::object(), "c2").ok);  // restarted
   stop(sup);
   // The orphaned `sleep 30` (cwd: the extension folder) was killed with its process group.

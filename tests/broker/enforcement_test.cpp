@@ -331,3 +331,38 @@ TEST_CASE_METHOD(enforcement_fixture, "a project config asking for yolo is ignor
   CHECK(lines[0]["status"] == "denied");  // under yolo it would not have been
   host.shutdown();
 }
+
+TEST_CASE_METHOD(enforcement_fixture, "trusted level auto-approves a trusted author, audited as such", "[runtime][enforcement]") {
+  std::ofstream(home.dhara_home() / "config.json") << R"({"security": {"level": "trusted", "trustedAuthors": ["dhara tests"]}})";
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  auto lines = run(host, R"({"tool": "read", "input": {"path": "src/a.txt"}})" "\n"
+                         R"({"tool": "read", "input": {"path": "~/.ssh/id_rsa"}})");
+  CHECK(lines[0]["status"] == "ok");      // no permissions recorded: the author is trusted
+  CHECK(lines[1]["status"] == "denied");  // path rules still apply
+  host.shutdown();
+  auto audit = audit_lines();
+  CHECK(audit[1]["decidedBy"] == "trusted-author");
+}
+
+TEST_CASE_METHOD(enforcement_fixture, "yolo grants everything but dhara's own state files", "[runtime][enforcement]") {
+  home.add_extension("host-client");
+  std::ofstream(home.dhara_home() / "config.json") << R"({"security": {"level": "yolo"}})";
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  json call = {{"tool", "read"}, {"input", {{"path", (home.home() / ".ssh/id_rsa").string()}}}};
+  auto lines = run(host, call.dump());
+  CHECK(lines[0]["status"] == "ok");
+  CHECK(lines[0]["result"]["content"][0]["text"] == "PRIVATE KEY\n");
+  auto state = host_call(*this, host, "host/fs/write",
+                         {{"path", (home.dhara_home() / "permissions.json").string()}, {"content", "{}"}});
+  CHECK(state["error"]["code"] == -32002);
+  auto audit_file = host_call(*this, host, "host/fs/read", {{"path", (home.dhara_home() / "audit.jsonl").string()}});
+  CHECK(audit_file["error"]["code"] == -32002);
+  host.shutdown();
+  CHECK(audit_lines()[1]["decidedBy"] == "yolo");
+}

@@ -85,6 +85,9 @@ TEST_CASE("yolo grants everything but dhara's own state files", "[policy][decide
   CHECK(any.reason == "yolo");
   decision state = decide(*snap, path_req("ext-8", capability::filesystem_write, "/home/u/.dhara/audit.jsonl"));
   CHECK(state.verdict == verdict_kind::deny);
+  // No other path rule: not even the built-in ~/.ssh (DESIGN §4, yolo).
+  CHECK(decide(*snap, path_req("ext-8", capability::filesystem_read, "~/.ssh/id_rsa")).allowed());
+  CHECK(decide(*snap, path_req("ext-8", capability::filesystem_read, "/home/u/proj/.dhara/config.json")).verdict == verdict_kind::deny);
 }
 
 TEST_CASE("urls are checked against the manifest's domains", "[policy][decide]") {
