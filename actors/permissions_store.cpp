@@ -24,7 +24,7 @@ using self_ptr = permissions_store_actor::stateful_pointer<store_state>;
 void reload(self_ptr self) {
   auto& st = self->state;
   st.reload_scheduled = false;
-  auto read = io::read_permissions(io::permissions_path(st.cfg.dhara_home));
+  auto read = io::read_permissions(io::permissions_path(st.cfg.inputs.dhara_home));
   std::string error = read ? std::string() : read.err().message;
   policy::permissions perms = read ? std::move(read->value) : policy::permissions{};
   if (!error.empty()) spdlog::error("{}; every check is denied until it is fixed", error);
@@ -39,23 +39,8 @@ policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const poli
                                  const std::string& read_error, std::uint64_t generation) {
   if (!read_error.empty())
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(read_error, generation));
-  policy::snapshot_input in;
-  in.config = &cfg.settings;
-  in.home = cfg.home;
-  in.dhara_home = cfg.dhara_home;
-  in.project_root = cfg.project_root;
-  in.cwd = cfg.cwd;
-  in.interactive = cfg.interactive;
-  in.generation = generation;
-  for (const auto& [m, folder] : cfg.extensions) {
-    const policy::permission_entry* entry = nullptr;
-    if (auto it = perms.entries.find(m.name); it != perms.entries.end() &&
-                                              policy::entry_applies_to(it->second, m.name, folder, cfg.dhara_home))
-      entry = &it->second;
-    in.extensions.push_back({&m, folder, entry});
-  }
   io::real_path_resolver resolver;
-  auto snap = policy::compile_snapshot(in, resolver);
+  auto snap = policy::compile_session(cfg.inputs, perms, generation, resolver);
   if (!snap)
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(snap.err().message, generation));
   return std::make_shared<const policy::policy_snapshot>(std::move(*snap));
@@ -63,7 +48,7 @@ policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const poli
 
 permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::shared_ptr<io::event_loop> loop,
                                                 permissions_store_config config) {
-  std::string dir = config.dhara_home;
+  std::string dir = config.inputs.dhara_home;
   auto store = sys.spawn([](self_ptr self, permissions_store_config cfg) -> permissions_store_actor::behavior_type {
     self->state.cfg = std::move(cfg);
     self->state.generation = self->state.cfg.first_generation;

@@ -14,8 +14,7 @@
 
 #include "actors/checker.hpp"
 #include "io/event_loop.hpp"
-#include "policy/manifest.hpp"
-#include "policy/settings.hpp"
+#include "policy/snapshot.hpp"
 
 namespace dhara::actors {
 
@@ -37,13 +36,7 @@ using permissions_store_actor = caf::typed_actor<
 
 /// What the store compiles snapshots from (a copy of the session's loaded policy).
 struct permissions_store_config {
-  std::string dhara_home;
-  std::string home;
-  std::string project_root;
-  std::string cwd;
-  bool interactive = false;
-  policy::settings settings;
-  std::vector<std::pair<policy::manifest, std::string>> extensions;  ///< manifest, folder
+  policy::session_inputs inputs;        ///< dhara_home in it is where permissions.json lives
   std::vector<checker_actor> checkers;
   std::uint64_t first_generation = 1;  ///< the generation the checkers already hold
 };

@@ -114,13 +114,7 @@ void extension_host::start() {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < cores; ++i) checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_));
   actors::permissions_store_config store_cfg;
-  store_cfg.dhara_home = policy_.where.dhara_home;
-  store_cfg.home = policy_.where.home;
-  store_cfg.project_root = policy_.where.project_root;
-  store_cfg.cwd = policy_.where.cwd;
-  store_cfg.interactive = policy_.snapshot->interactive;
-  store_cfg.settings = cfg;
-  for (const discovered_extension& e : policy_.extensions) store_cfg.extensions.emplace_back(e.manifest, e.folder);
+  store_cfg.inputs = policy_.inputs;
   store_cfg.checkers = checkers_;
   store_cfg.first_generation = policy_.snapshot->generation;
   store_ = actors::spawn_permissions_store(sys_, loop_, std::move(store_cfg));

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "io/path_resolver.hpp"
+#include "io/permissions_file.hpp"
 #include "io/yaml.hpp"
 
 namespace dhara::broker {
@@ -113,40 +114,22 @@ policy::result<loaded_policy> load_policy(const io::locations& where, bool inter
     }
   }
 
-  std::string perms_path = where.dhara_home + "/permissions.json";
-  auto perms_text = io::read_text_file(perms_path);
-  if (perms_text) {
-    auto parsed = policy::parse_permissions(*perms_text);
-    if (!parsed)
-      return policy::make_error(parsed.err().code, perms_path + ": " + parsed.err().message +
-                                                       " (dhara will not change this file; fix or move it)");
-    out.permissions = std::move(parsed->value);
-    for (auto& w : parsed->warnings) out.warnings.push_back(perms_path + ": " + w);
-  } else if (perms_text.err().code != errc::not_found) {
-    return perms_text.err();
-  }
+  auto perms = io::read_permissions(io::permissions_path(where.dhara_home));
+  if (!perms) return perms.err();  // never guessed, never rewritten: the user fixes the file
+  out.permissions = std::move(perms->value);
+  for (auto& w : perms->warnings) out.warnings.push_back(w);
 
-  policy::snapshot_input in;
-  in.config = &out.settings;
-  in.home = where.home;
-  in.dhara_home = where.dhara_home;
-  in.project_root = where.project_root;
-  in.cwd = where.cwd;
-  in.interactive = interactive;
-  in.generation = 1;
+  out.inputs = {out.settings, where.home, where.dhara_home, where.project_root, where.cwd, interactive, {}};
   for (const discovered_extension& e : out.extensions) {
-    const policy::permission_entry* entry = nullptr;
-    if (auto it = out.permissions.entries.find(e.manifest.name); it != out.permissions.entries.end()) {
-      if (policy::entry_applies_to(it->second, e.manifest.name, e.folder, where.dhara_home))
-        entry = &it->second;
-      else
-        out.warnings.push_back("permissions recorded for '" + e.manifest.name + "' were given to another folder; " +
-                               e.folder + " inherits nothing (pending)");
-    }
-    in.extensions.push_back({&e.manifest, e.folder, entry});
+    out.inputs.extensions.emplace_back(e.manifest, e.folder);
+    auto it = out.permissions.entries.find(e.manifest.name);
+    if (it != out.permissions.entries.end() &&
+        !policy::entry_applies_to(it->second, e.manifest.name, e.folder, where.dhara_home))
+      out.warnings.push_back("permissions recorded for '" + e.manifest.name + "' were given to another folder; " +
+                             e.folder + " inherits nothing (pending)");
   }
   io::real_path_resolver resolver;
-  auto snap = policy::compile_snapshot(in, resolver);
+  auto snap = policy::compile_session(out.inputs, out.permissions, 1, resolver);
   if (!snap) return snap.err();
   out.snapshot = std::make_shared<const policy::policy_snapshot>(std::move(*snap));
   return out;

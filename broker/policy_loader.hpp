@@ -37,6 +37,7 @@ struct loaded_policy {
   std::vector<discovered_extension> extensions;
   std::vector<skipped_extension> skipped;
   policy::permissions permissions;
+  policy::session_inputs inputs;  ///< what the snapshot is compiled from again on a change
   std::shared_ptr<const policy::policy_snapshot> snapshot;
 };
 

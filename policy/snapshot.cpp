@@ -81,6 +81,26 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   return snap;
 }
 
+result<policy_snapshot> compile_session(const session_inputs& inputs, const permissions& perms,
+                                        std::uint64_t generation, const path_resolver& resolver) {
+  snapshot_input in;
+  in.config = &inputs.config;
+  in.home = inputs.home;
+  in.dhara_home = inputs.dhara_home;
+  in.project_root = inputs.project_root;
+  in.cwd = inputs.cwd;
+  in.interactive = inputs.interactive;
+  in.generation = generation;
+  for (const auto& [m, folder] : inputs.extensions) {
+    const permission_entry* entry = nullptr;
+    if (auto it = perms.entries.find(m.name);
+        it != perms.entries.end() && entry_applies_to(it->second, m.name, folder, inputs.dhara_home))
+      entry = &it->second;
+    in.extensions.push_back({&m, folder, entry});
+  }
+  return compile_snapshot(in, resolver);
+}
+
 policy_snapshot failed_snapshot(std::string reason, std::uint64_t generation) {
   policy_snapshot snap;
   snap.generation = generation;

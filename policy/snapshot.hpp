@@ -88,6 +88,23 @@ struct snapshot_input {
 /// cannot be understood; other problems are listed in `problems`.
 result<policy_snapshot> compile_snapshot(const snapshot_input& input, const path_resolver& resolver);
 
+/// A session's inputs besides permissions: what its snapshot is compiled from again whenever
+/// permissions.json changes.
+struct session_inputs {
+  settings config;
+  std::string home;
+  std::string dhara_home;
+  std::string project_root;
+  std::string cwd;
+  bool interactive = false;
+  std::vector<std::pair<manifest, std::string>> extensions;  ///< manifest, folder
+};
+
+/// Compiles a session's snapshot for `perms`: each extension gets the entry recorded for its
+/// name only when that entry applies to its folder (entry_applies_to).
+result<policy_snapshot> compile_session(const session_inputs& inputs, const permissions& perms,
+                                        std::uint64_t generation, const path_resolver& resolver);
+
 /// What a checked argument is.
 enum class subject_kind {
   none,            ///< the capability alone
