@@ -8,19 +8,54 @@
 
 namespace dhara::cli {
 
+namespace {
+
+// "blocked" when a ready extension declares capabilities that are not approved: its tools
+// would be denied. The reason names what is missing and the command that approves it.
+std::string blocked_reason(const session& s, const actors::extension_info& info) {
+  const auto& snap = *s.policy.snapshot;
+  if (snap.level == policy::security_level::yolo) return {};
+  auto it = snap.extensions.find(info.name);
+  if (it == snap.extensions.end()) return {};
+  const auto& ext = it->second;
+  policy::capability_set missing = ext.declared.minus(ext.approved_by_user).minus(ext.approved_by_author);
+  if (missing.empty()) return {};
+  return "not approved: " + policy::join_names(missing) + " (run 'dhara config permissions approve " + info.name + " --all')";
+}
+
+}  // namespace
+
 int extensions_list(const global_options& g, bool as_json) {
   int rc = 0;
   auto s = open_session(g, rc);
   if (!s) return rc;
   using json = nlohmann::json;
+  auto state_of = [&](const actors::extension_info& info, std::string& reason) -> std::string {
+    reason = info.reason;
+    if (info.state != actors::extension_state::ready) return std::string(actors::to_string(info.state));
+    reason = blocked_reason(*s, info);
+    return reason.empty() ? "ready" : "blocked";
+  };
+  auto tool_names = [&](const actors::extension_info& info) {
+    std::vector<std::string> names;
+    for (const json& t : info.tools)
+      if (t.is_object() && t.contains("name") && t["name"].is_string()) {
+        std::string name = t["name"].get<std::string>();
+        if (!s->host->refused_tools().count(info.name + "/" + name)) names.push_back(name);
+      }
+    return names;
+  };
   if (as_json) {
     json out = json::array();
     for (const auto& info : s->host->extensions()) {
-      json tools = json::array();
-      for (const json& t : info.tools)
-        if (t.is_object() && t.contains("name")) tools.push_back(t["name"]);
-      json e = {{"name", info.name}, {"version", info.version}, {"state", actors::to_string(info.state)}, {"tools", tools}};
-      if (!info.reason.empty()) e["reason"] = info.reason;
+      std::string reason;
+      std::string state = state_of(info, reason);
+      json e = {{"name", info.name}, {"version", info.version}, {"state", state}, {"tools", tool_names(info)}};
+      if (!reason.empty()) e["reason"] = reason;
+      json refused = json::object();
+      for (const auto& [key, why] : s->host->refused_tools())
+        if (key.rfind(info.name + "/", 0) == 0) refused[key.substr(info.name.size() + 1)] = why;
+      if (!refused.empty()) e["refusedTools"] = refused;
       out.push_back(std::move(e));
     }
     for (const auto& sk : s->host->skipped())
@@ -35,13 +70,14 @@ int extensions_list(const global_options& g, bool as_json) {
     return 0;
   }
   for (const auto& info : s->host->extensions()) {
+    std::string reason;
+    std::string state = state_of(info, reason);
     std::string tools;
-    for (const json& t : info.tools)
-      if (t.is_object() && t.contains("name") && t["name"].is_string())
-        tools += (tools.empty() ? "" : ", ") + t["name"].get<std::string>();
-    std::printf("%-24s %-10s %-8s %s\n", info.name.c_str(), info.version.c_str(),
-                std::string(actors::to_string(info.state)).c_str(), tools.c_str());
-    if (!info.reason.empty()) std::printf("%-24s reason: %s\n", "", info.reason.c_str());
+    for (const std::string& t : tool_names(info)) tools += (tools.empty() ? "" : ", ") + t;
+    std::printf("%-24s %-10s %-8s %s\n", info.name.c_str(), info.version.c_str(), state.c_str(), tools.c_str());
+    if (!reason.empty()) std::printf("%-24s reason: %s\n", "", reason.c_str());
+    for (const auto& [key, why] : s->host->refused_tools())
+      if (key.rfind(info.name + "/", 0) == 0) std::printf("%-24s %s\n", "", why.c_str());
   }
   for (const auto& sk : s->host->skipped()) std::printf("skipped %s: %s\n", sk.folder.c_str(), sk.reason.c_str());
   return 0;

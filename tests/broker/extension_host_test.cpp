@@ -184,10 +184,15 @@ TEST_CASE_METHOD(host_fixture, "dhara run prints one result per call and exits b
   CHECK(usage.code == 2);
   CHECK(usage.err.find("/nonexistent/calls.jsonl") != std::string::npos);
 
+  home.add_extension("fs-tool");
   auto list = run_dhara(home, {"extensions", "list", "--json"}, "");
   CHECK(list.code == 0);
   auto listed = json::parse(list.out);
-  REQUIRE(listed.size() == 2);
+  REQUIRE(listed.size() == 3);
   CHECK(listed[0]["name"] == "crash");
   CHECK(listed[1]["state"] == "ready");
+  CHECK(listed[2]["state"] == "blocked");  // fs-tool: filesystem:read not approved
+  CHECK(listed[2]["reason"].get<std::string>().find("approve fs-tool") != std::string::npos);
+  CHECK(listed[2]["tools"] == json::array({"read"}));
+  CHECK(listed[2]["refusedTools"].contains("overreach"));
 }
