@@ -22,4 +22,15 @@ int extensions_list(const global_options& g, bool json);
 int run_calls(const global_options& g, const std::string& calls_file, std::size_t concurrency,
               const std::string& mode);
 
+/// `dhara config permissions list [--json]`: every installed or recorded extension.
+int permissions_list(const global_options& g, bool json);
+
+/// `dhara config permissions show <ext> [--json]`: the seed's format.
+int permissions_show(const global_options& g, const std::string& extension, bool json);
+
+/// `dhara config permissions approve|revoke <ext> <cap>` (or `approve <ext> --all`) and
+/// `reset <ext>`: `action` is "approve", "revoke" or "reset".
+int permissions_change(const global_options& g, const std::string& action, const std::string& extension,
+                       const std::string& capability, bool all);
+
 }  // namespace dhara::cli

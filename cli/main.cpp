@@ -32,8 +32,35 @@ int main(int argc, char** argv) {
   run->footer("Example:\n  echo '{\"tool\": \"echo\", \"input\": {\"text\": \"hi\"}}' | dhara run --calls -\n"
               "Exit codes: 0 ok, 2 usage, 3 a call was denied, 4 a tool failed or an extension crashed");
 
+  auto* config = app.add_subcommand("config", "Settings and permissions");
+  config->require_subcommand(1);
+  auto* perms = config->add_subcommand("permissions", "What each extension may do (~/.dhara/permissions.json)");
+  perms->require_subcommand(1);
+  perms->footer("Examples:\n  dhara config permissions list\n  dhara config permissions show web-tools\n"
+                "  dhara config permissions approve web-tools network:fetch\n"
+                "  dhara config permissions revoke web-tools network:fetch\n  dhara config permissions reset web-tools");
+  bool perms_json = false, approve_all = false;
+  std::string ext_name, cap_name;
+  auto* plist = perms->add_subcommand("list", "Every installed or recorded extension, with counts");
+  plist->add_flag("--json", perms_json, "Print JSON");
+  auto* pshow = perms->add_subcommand("show", "One extension's capabilities: [approved], [denied], [pending]");
+  pshow->add_option("extension", ext_name, "Extension name")->required();
+  pshow->add_flag("--json", perms_json, "Print JSON");
+  auto* papprove = perms->add_subcommand("approve", "Approve a capability (or a group, 'network:*'; --all: every declared one)");
+  papprove->add_option("extension", ext_name, "Extension name")->required();
+  auto* cap_opt = papprove->add_option("capability", cap_name, "Capability, e.g. network:fetch");
+  auto* all_opt = papprove->add_flag("--all", approve_all, "Every capability the manifest declares");
+  cap_opt->excludes(all_opt);
+  auto* prevoke = perms->add_subcommand("revoke", "Deny a capability from now on (running sessions too)");
+  prevoke->add_option("extension", ext_name, "Extension name")->required();
+  prevoke->add_option("capability", cap_name, "Capability, e.g. network:fetch")->required();
+  auto* preset = perms->add_subcommand("reset", "Forget an extension's permissions: everything pending again");
+  preset->add_option("extension", ext_name, "Extension name")->required();
+
   try {
     app.parse(argc, argv);
+    if (*papprove && cap_name.empty() && !approve_all)
+      throw CLI::ValidationError("approve", "give a capability (e.g. network:fetch) or --all");
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;  // usage errors are exit 2 (DESIGN §6)
@@ -41,5 +68,10 @@ int main(int argc, char** argv) {
   if (*demo) return run_demo();
   if (*list) return extensions_list(g, list_json);
   if (*run) return run_calls(g, calls_file, concurrency, mode);
+  if (*plist) return permissions_list(g, perms_json);
+  if (*pshow) return permissions_show(g, ext_name, perms_json);
+  if (*papprove) return permissions_change(g, "approve", ext_name, cap_name, approve_all);
+  if (*prevoke) return permissions_change(g, "revoke", ext_name, cap_name, false);
+  if (*preset) return permissions_change(g, "reset", ext_name, "", false);
   return 2;
 }

@@ -1,0 +1,246 @@
+// `dhara config permissions list | show | approve | revoke | reset` (seed, DESIGN §6, §9):
+// the seed's `show` format byte for byte, atomic locked updates of permissions.json, and an
+// audit entry (decidedBy: user, details.change) for every change.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/policy_loader.hpp"
+#include "cli/commands.hpp"
+#include "io/audit_log.hpp"
+#include "io/permissions_file.hpp"
+#include "policy/text.hpp"
+
+namespace dhara::cli {
+namespace {
+
+using json = nlohmann::json;
+
+// What the commands know about one extension: installed (a manifest) and/or recorded.
+struct known_extension {
+  const broker::discovered_extension* installed = nullptr;
+  const policy::permission_entry* recorded = nullptr;
+};
+
+struct context {
+  broker::loaded_policy policy;
+  std::map<std::string, known_extension> known;
+};
+
+std::optional<context> load(int& rc) {
+  auto where = io::discover_locations();
+  if (!where) {
+    std::fprintf(stderr, "dhara: %s\n", where.err().message.c_str());
+    rc = 2;
+    return std::nullopt;
+  }
+  auto loaded = broker::load_policy(*where, false);
+  if (!loaded) {
+    std::fprintf(stderr, "dhara: %s\n", loaded.err().message.c_str());
+    rc = 2;
+    return std::nullopt;
+  }
+  context c{std::move(*loaded), {}};
+  for (const auto& e : c.policy.extensions) c.known[e.manifest.name].installed = &e;
+  for (const auto& [name, entry] : c.policy.permissions.entries) c.known[name].recorded = &entry;
+  return c;
+}
+
+// The extension named, or exit 2 with the closest known name.
+const known_extension* find(const context& c, const std::string& name, int& rc) {
+  if (auto it = c.known.find(name); it != c.known.end()) return &it->second;
+  std::vector<std::string_view> names;
+  for (const auto& [n, k] : c.known) names.push_back(n);
+  std::fprintf(stderr, "dhara: unknown extension '%s'%s; 'dhara config permissions list' shows them\n", name.c_str(),
+               policy::did_you_mean(name, names).c_str());
+  rc = 2;
+  return nullptr;
+}
+
+std::string version_of(const known_extension& k) {
+  return k.installed ? k.installed->manifest.version : k.recorded ? k.recorded->version : std::string();
+}
+
+// Catalog position of a stored key ("network:*" sorts with its group's first member).
+std::size_t catalog_rank(const std::string& key) {
+  auto set = policy::parse_capability_pattern(key);
+  if (!set || set->empty()) return policy::capability_count;  // unknown keys last
+  std::size_t rank = policy::capability_count;
+  set->for_each([&](policy::capability c) { rank = std::min(rank, static_cast<std::size_t>(c)); });
+  return rank;
+}
+
+// The rows of `show`: approved, then denied, then pending, each in catalog order.
+std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& k) {
+  std::vector<std::pair<std::string, std::string>> approved, denied, pending;
+  policy::capability_set covered;
+  if (k.recorded) {
+    for (const auto& [key, state] : k.recorded->capabilities) {
+      bool ok = state == policy::permission_state::approved;
+      (ok ? approved : denied).push_back({ok ? "approved" : "denied", key});
+      if (auto set = policy::parse_capability_pattern(key)) covered = covered | *set;
+    }
+  }
+  if (k.installed)
+    k.installed->manifest.capabilities.minus(covered).for_each(
+        [&](policy::capability c) { pending.push_back({"pending", std::string(policy::to_string(c))}); });
+  auto by_catalog = [](const auto& a, const auto& b) {
+    return std::pair(catalog_rank(a.second), a.second) < std::pair(catalog_rank(b.second), b.second);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto* group : {&approved, &denied, &pending}) {
+    std::sort(group->begin(), group->end(), by_catalog);
+    out.insert(out.end(), group->begin(), group->end());
+  }
+  return out;
+}
+
+// Appends the audit entries of a change made from the command line.
+bool audit(const context& c, std::vector<policy::audit_entry> entries) {
+  const auto& s = c.policy.settings;
+  auto log = io::audit_log::open(c.policy.where.dhara_home, {s.audit_durability, s.audit_max_bytes, s.audit_keep});
+  if (log) {
+    auto written = log->append(entries);
+    if (written) return true;
+    std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", written.err().message.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", log.err().message.c_str());
+  return false;
+}
+
+policy::audit_entry change_entry(const std::string& ext, const std::string& cap, bool allowed, const std::string& change) {
+  policy::audit_entry e;
+  e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  e.extension = ext;
+  e.capability = cap;
+  e.action = allowed ? policy::audit_action::allowed : policy::audit_action::denied;
+  e.details = {{"change", change}};
+  e.reason = allowed ? "" : change == "reset" ? "permissions reset by the user" : "revoked by the user";
+  e.decided_by = policy::decider::user;
+  return e;
+}
+
+}  // namespace
+
+int permissions_list(const global_options&, bool as_json) {
+  int rc = 0;
+  auto c = load(rc);
+  if (!c) return rc;
+  json out = json::array();
+  for (const auto& [name, k] : c->known) {
+    int approved = 0, denied = 0, pending = 0;
+    for (const auto& row : rows_of(k)) {
+      if (row.first == "approved") ++approved;
+      else if (row.first == "denied") ++denied;
+      else ++pending;
+    }
+    if (as_json) {
+      out.push_back({{"name", name}, {"version", version_of(k)}, {"installed", k.installed != nullptr},
+                     {"approved", approved}, {"denied", denied}, {"pending", pending}});
+      continue;
+    }
+    std::printf("%-24s v%-10s %d approved, %d denied, %d pending%s\n", name.c_str(), version_of(k).c_str(), approved,
+                denied, pending, k.installed ? "" : " (not installed)");
+  }
+  if (as_json) std::printf("%s\n", out.dump(2).c_str());
+  else if (c->known.empty()) std::printf("No extensions installed or recorded.\n");
+  return 0;
+}
+
+int permissions_show(const global_options&, const std::string& name, bool as_json) {
+  int rc = 0;
+  auto c = load(rc);
+  if (!c) return rc;
+  const known_extension* k = find(*c, name, rc);
+  if (!k) return rc;
+  auto rows = rows_of(*k);
+  if (as_json) {
+    json caps = json::object();
+    for (const auto& [state, cap] : rows) caps[cap] = state;
+    std::printf("%s\n", json{{"name", name}, {"version", version_of(*k)}, {"capabilities", caps}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf("Extension: %s v%s\n", name.c_str(), version_of(*k).c_str());
+  for (const auto& [state, cap] : rows) std::printf("  %-10s %s\n", ("[" + state + "]").c_str(), cap.c_str());
+  return 0;
+}
+
+int permissions_change(const global_options&, const std::string& action, const std::string& name,
+                       const std::string& cap, bool all) {
+  int rc = 0;
+  auto c = load(rc);
+  if (!c) return rc;
+  const known_extension* k = find(*c, name, rc);
+  if (!k) return rc;
+  std::string path = io::permissions_path(c->policy.where.dhara_home);
+  std::vector<policy::audit_entry> entries;
+
+  if (action == "reset") {
+    if (!k->recorded) {
+      std::fprintf(stderr, "dhara: '%s' has no recorded permissions; nothing to reset\n", name.c_str());
+      return 2;
+    }
+    auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> { return policy::reset(p, name); });
+    if (!done) {
+      std::fprintf(stderr, "dhara: %s\n", done.err().message.c_str());
+      return 1;
+    }
+    entries.push_back(change_entry(name, "*", false, "reset"));
+    std::printf("%s: permissions reset; every capability is pending again\n", name.c_str());
+    return audit(*c, std::move(entries)) ? 0 : 1;
+  }
+
+  std::vector<std::string> caps;
+  if (all) {
+    if (!k->installed) {
+      std::fprintf(stderr, "dhara: --all needs the installed manifest of '%s' to know what it declares\n", name.c_str());
+      return 2;
+    }
+    k->installed->manifest.capabilities.for_each([&](policy::capability x) { caps.emplace_back(policy::to_string(x)); });
+    if (caps.empty()) {
+      std::printf("%s declares no capabilities; nothing to approve\n", name.c_str());
+      return 0;
+    }
+  } else {
+    auto set = policy::parse_capability_pattern(cap);
+    if (!set) {
+      std::fprintf(stderr, "dhara: %s\n", set.err().message.c_str());
+      return 2;
+    }
+    if (k->installed && !policy::with_implied(k->installed->manifest.capabilities).contains_all(*set))
+      std::fprintf(stderr, "dhara: warning: %s does not declare %s; recorded anyway\n", name.c_str(), cap.c_str());
+    caps.push_back(cap);
+  }
+  bool approve = action == "approve";
+  std::string version = version_of(*k);
+  std::string folder = k->installed ? k->installed->folder : (k->recorded && k->recorded->folder ? *k->recorded->folder : "");
+  auto stamp = policy::format_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch()).count());
+  auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
+    for (const std::string& x : caps) {
+      auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,
+                              version, folder, stamp);
+      if (!r) return r.err();
+    }
+    return true;
+  });
+  if (!done) {
+    std::fprintf(stderr, "dhara: %s\n", done.err().message.c_str());
+    return 1;
+  }
+  for (const std::string& x : caps) {
+    entries.push_back(change_entry(name, x, approve, approve ? "approve" : "revoke"));
+    std::printf("%s: %s %s\n", name.c_str(), x.c_str(), approve ? "approved" : "revoked (denied)");
+  }
+  return audit(*c, std::move(entries)) ? 0 : 1;
+}
+
+}  // namespace dhara::cli

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""`dhara config permissions …` run as a user would, on a copy of the bundled demo home.
+
+Usage: permissions_cli_test.py DHARA_BINARY EXAMPLES_DEMO_DIR
+Prints `N passed, M failed` last; exits 1 on any failure.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+DHARA, DEMO = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+
+
+class Home:
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="dhara-perm-cli-")
+        shutil.copytree(DEMO, self.root, dirs_exist_ok=True)
+        self.dh = os.path.join(self.root, "home", ".dhara")
+        self.env = {"HOME": os.path.join(self.root, "home"), "DHARA_HOME": self.dh, "PATH": os.environ["PATH"]}
+
+    def run(self, *args):
+        p = subprocess.run([DHARA, "config", "permissions", *args], cwd=os.path.join(self.root, "project"),
+                           env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+        return p.returncode, p.stdout, p.stderr
+
+    def audit(self):
+        path = os.path.join(self.dh, "audit.jsonl")
+        return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def test_show_prints_the_seed_format_byte_for_byte():
+    h = Home()
+    code, out, _ = h.run("show", "web-tools")
+    assert code == 0
+    assert out == ("Extension: web-tools v1.0.0\n"
+                   "  [approved] network:fetch\n"
+                   "  [approved] network:dns\n"
+                   "  [denied]   filesystem:write\n"), repr(out)
+    code, out, _ = h.run("show", "notes")
+    assert out == "Extension: notes v0.1.0\n  [pending]  filesystem:read\n", repr(out)
+    code, out, _ = h.run("show", "fs-tools")  # a stored wildcard is shown as written
+    assert "  [approved] filesystem:*\n" in out, repr(out)
+    h.close()
+
+
+def test_list_and_json():
+    h = Home()
+    code, out, _ = h.run("list")
+    assert code == 0 and "web-tools" in out and "2 approved, 1 denied, 0 pending" in out, out
+    code, out, _ = h.run("list", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["notes"]["pending"] == 1 and rows["web-tools"]["denied"] == 1, rows
+    code, out, _ = h.run("show", "web-tools", "--json")
+    assert json.loads(out)["capabilities"]["filesystem:write"] == "denied", out
+    h.close()
+
+
+def test_unknown_names_exit_2_with_the_closest():
+    h = Home()
+    code, _, err = h.run("show", "web-tool")
+    assert code == 2 and "did you mean 'web-tools'" in err, err
+    before = open(os.path.join(h.dh, "permissions.json")).read()
+    code, _, err = h.run("approve", "web-tools", "network:fech")
+    assert code == 2 and "did you mean 'network:fetch'" in err, err
+    assert open(os.path.join(h.dh, "permissions.json")).read() == before  # nothing changed
+    code, _, err = h.run("approve", "web-tools")
+    assert code == 2 and "--all" in err, err
+    h.close()
+
+
+def test_revoke_approve_reset_change_the_file_and_are_audited():
+    h = Home()
+    assert h.run("revoke", "web-tools", "network:fetch")[0] == 0
+    assert "  [denied]   network:fetch\n" in h.run("show", "web-tools")[1]
+    assert h.run("approve", "notes", "--all")[0] == 0
+    assert h.run("show", "notes")[1] == "Extension: notes v0.1.0\n  [approved] filesystem:read\n"
+    assert h.run("approve", "web-tools", "process:spawn")[0] == 0  # not declared: recorded, warned
+    assert h.run("reset", "web-tools")[0] == 0
+    code, out, _ = h.run("show", "web-tools")
+    assert out.count("[pending]") == 3 and "[approved]" not in out, out
+    assert h.run("reset", "web-tools")[0] == 2  # nothing recorded any more
+    perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+    assert "web-tools" not in perms and perms["notes"]["capabilities"] == {"filesystem:read": "approved"}, perms
+    audit = h.audit()
+    changes = [(a["extension"], a["capability"], a["action"], a["details"]["change"]) for a in audit]
+    assert changes == [("web-tools", "network:fetch", "denied", "revoke"),
+                       ("notes", "filesystem:read", "allowed", "approve"),
+                       ("web-tools", "process:spawn", "allowed", "approve"),
+                       ("web-tools", "*", "denied", "reset")], changes
+    assert all(a["decidedBy"] == "user" for a in audit) and [a["seq"] for a in audit] == [1, 2, 3, 4]
+    h.close()
+
+
+def main():
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_")]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+            print(f"ok   {name}")
+            passed += 1
+        except AssertionError as e:
+            print(f"FAIL {name}: {str(e)[:2000]}")
+            failed += 1
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
