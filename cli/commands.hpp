@@ -33,4 +33,17 @@ int permissions_show(const global_options& g, const std::string& extension, bool
 int permissions_change(const global_options& g, const std::string& action, const std::string& extension,
                        const std::string& capability, bool all);
 
+/// Options of `dhara doctor --audit-log`.
+struct audit_log_options {
+  std::string extension;      ///< only this extension
+  bool denied_only = false;
+  std::string since;          ///< "1h", "30m", "2d", or an ISO time
+  std::size_t limit = 50;     ///< the last N matching entries (0: all)
+  bool json = false;          ///< raw JSON lines
+  bool verify = false;        ///< check seq and the hash chain instead of listing
+};
+
+/// `dhara doctor --audit-log …`.
+int doctor_audit_log(const global_options& g, const audit_log_options& options);
+
 }  // namespace dhara::cli

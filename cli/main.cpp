@@ -1,4 +1,6 @@
 // The dhara command line: CLI11 wiring of the subcommands in cli/*_cmd.cpp.
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
@@ -57,6 +59,19 @@ int main(int argc, char** argv) {
   auto* preset = perms->add_subcommand("reset", "Forget an extension's permissions: everything pending again");
   preset->add_option("extension", ext_name, "Extension name")->required();
 
+  bool audit_log = false;
+  audit_log_options audit_opts;
+  auto* doctor = app.add_subcommand("doctor", "Health checks; --audit-log shows and verifies the audit trail");
+  doctor->add_flag("--audit-log", audit_log, "Show recent audit entries (all rotated files)");
+  doctor->add_option("--extension", audit_opts.extension, "Only this extension");
+  doctor->add_flag("--denied-only", audit_opts.denied_only, "Only denials");
+  doctor->add_option("--since", audit_opts.since, "Only entries since a duration ago (30s, 15m, 1h, 2d) or an ISO time");
+  doctor->add_option("-n", audit_opts.limit, "The last N entries (0: all)")->capture_default_str();
+  doctor->add_flag("--json", audit_opts.json, "Raw JSON lines");
+  doctor->add_flag("--verify", audit_opts.verify, "Check seq and the hash chain; name the first bad line");
+  doctor->footer("Examples:\n  dhara doctor --audit-log\n  dhara doctor --audit-log --extension web-tools\n"
+                 "  dhara doctor --audit-log --denied-only --since 1h\n  dhara doctor --audit-log --verify");
+
   try {
     app.parse(argc, argv);
     if (*papprove && cap_name.empty() && !approve_all)
@@ -68,6 +83,13 @@ int main(int argc, char** argv) {
   if (*demo) return run_demo();
   if (*list) return extensions_list(g, list_json);
   if (*run) return run_calls(g, calls_file, concurrency, mode);
+  if (*doctor) {
+    if (!audit_log) {
+      std::fprintf(stderr, "dhara: the doctor's health report is not available yet; use 'dhara doctor --audit-log'\n");
+      return 2;
+    }
+    return doctor_audit_log(g, audit_opts);
+  }
   if (*plist) return permissions_list(g, perms_json);
   if (*pshow) return permissions_show(g, ext_name, perms_json);
   if (*papprove) return permissions_change(g, "approve", ext_name, cap_name, approve_all);

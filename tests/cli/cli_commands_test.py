@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""`dhara config permissions …` run as a user would, on a copy of the bundled demo home.
+"""`dhara config permissions …` and `dhara doctor --audit-log …` run as a user would, on a copy
+of the bundled demo home.
 
-Usage: permissions_cli_test.py DHARA_BINARY EXAMPLES_DEMO_DIR
+Usage: cli_commands_test.py DHARA_BINARY EXAMPLES_DEMO_DIR
 Prints `N passed, M failed` last; exits 1 on any failure.
 """
 import json
@@ -22,7 +23,10 @@ class Home:
         self.env = {"HOME": os.path.join(self.root, "home"), "DHARA_HOME": self.dh, "PATH": os.environ["PATH"]}
 
     def run(self, *args):
-        p = subprocess.run([DHARA, "config", "permissions", *args], cwd=os.path.join(self.root, "project"),
+        return self.dhara("config", "permissions", *args)
+
+    def dhara(self, *args):
+        p = subprocess.run([DHARA, *args], cwd=os.path.join(self.root, "project"),
                            env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
         return p.returncode, p.stdout, p.stderr
 
@@ -94,6 +98,39 @@ def test_revoke_approve_reset_change_the_file_and_are_audited():
                        ("web-tools", "process:spawn", "allowed", "approve"),
                        ("web-tools", "*", "denied", "reset")], changes
     assert all(a["decidedBy"] == "user" for a in audit) and [a["seq"] for a in audit] == [1, 2, 3, 4]
+    h.close()
+
+
+def test_audit_log_lists_filters_and_verifies():
+    h = Home()
+    h.run("revoke", "web-tools", "network:fetch")
+    h.run("approve", "notes", "filesystem:read")
+    h.run("reset", "shell-tools")
+    code, out, _ = h.dhara("doctor", "--audit-log")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["TIME", "EXTENSION", "CAPABILITY", "ACTION", "SUBJECT", "REASON"], out
+    assert len(lines) == 4 and "\033[" not in out, out  # no colour when stdout is not a terminal
+    code, out, _ = h.dhara("doctor", "--audit-log", "--extension", "web-tools")
+    assert len(out.splitlines()) == 2 and "revoked by the user" in out, out
+    code, out, _ = h.dhara("doctor", "--audit-log", "--denied-only")
+    assert len(out.splitlines()) == 3 and "notes" not in out, out
+    code, out, _ = h.dhara("doctor", "--audit-log", "--json", "-n", "1")
+    assert json.loads(out)["capability"] == "*", out
+    code, out, _ = h.dhara("doctor", "--audit-log", "--since", "1h")
+    assert len(out.splitlines()) == 4, out
+    code, _, err = h.dhara("doctor", "--audit-log", "--since", "yesterday")
+    assert code == 2 and "--since" in err, err
+    code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
+    assert code == 0 and "audit trail OK: 3 lines" in out, out
+    # An edited field breaks the chain at that line; a removed line breaks the sequence.
+    path = os.path.join(h.dh, "audit.jsonl")
+    original = open(path).read().splitlines(keepends=True)
+    open(path, "w").write(original[0] + original[1].replace('"allowed"', '"denied" ') + original[2])
+    code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
+    assert code == 1 and "audit.jsonl line 2" in out, out
+    open(path, "w").write(original[0] + original[2])
+    code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
+    assert code == 1 and "line 2" in out, out
     h.close()
 
 
