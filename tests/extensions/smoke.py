@@ -28,7 +28,11 @@ class Ext:
         with open(os.path.join(folder, "manifest.json")) as f:
             self.manifest = json.load(f)
         argv = shlex.split(self.manifest["runtime"]["command"])
-        if argv[0].startswith("./") and not os.path.exists(os.path.join(folder, argv[0])):
+        # A native binary may come from the build tree (ctest passes DHARA_ECHO_NATIVE).
+        built = os.environ.get("DHARA_ECHO_NATIVE") if name == "echo-native" else None
+        if built:
+            argv[0] = built
+        elif argv[0].startswith("./") and not os.path.exists(os.path.join(folder, argv[0])):
             raise Skip(f"{argv[0]} is not built (run {name}/build.sh)")
         self.stderr = tempfile.TemporaryFile()
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TERM", "TMPDIR")}
