@@ -132,7 +132,7 @@ TEST_CASE_METHOD(enforcement_fixture, "a pending capability is denied headless w
   CHECK_FALSE(audit[1]["reason"].get<std::string>().empty());
 }
 
-TEST_CASE_METHOD(enforcement_fixture, "approved reads run; denied paths, escapes and planted symlinks do not", "[runtime][enforcement]") {
+TEST_CASE_METHOD(enforcement_fixture, "approved reads run, while denied paths, escapes and planted symlinks do not", "[runtime][enforcement]") {
   approve_read();
   testing::fs::create_directory_symlink(home.home() / ".ssh", home.project() / "keys");  // planted link
   auto loaded = broker::load_policy(where(), false);

@@ -256,7 +256,7 @@ TEST_CASE("a new trail chains from 64 zeros, numbers entries and verifies indepe
   CHECK((st.st_mode & 0777) == 0600);
 }
 
-TEST_CASE("an empty batch writes nothing; a 1024-entry batch is numbered in order", "[io][audit]") {
+TEST_CASE("an empty batch writes nothing, a 1024-entry batch is numbered in order", "[io][audit]") {
   temp_dir dir;
   audit_log log = open_log(dir);
   std::vector<audit_entry> none;

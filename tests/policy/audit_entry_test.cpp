@@ -146,7 +146,7 @@ TEST_CASE("details are written in order and as {} when there are none", "[policy
   CHECK(keys_of(ordered_json::parse(line)["details"]) == std::vector<std::string>{"path", "change", "a"});
 }
 
-TEST_CASE("a denial always carries a reason; an allow only when it has one", "[policy][audit]") {
+TEST_CASE("a denial always carries a reason, an allow only when it has one", "[policy][audit]") {
   struct row {
     audit_action action;
     std::string reason;

@@ -311,7 +311,7 @@ TEST_CASE("a relative path in the global file or on the command line is refused"
   }
 }
 
-TEST_CASE("absolute, ~ and glob paths are accepted in the global file; relative ones in a project file",
+TEST_CASE("absolute, ~ and glob paths are accepted in the global file, relative ones in a project file",
           "[policy][settings]") {
   auto g = layer_of(R"({"security": {"deniedPaths": ["/etc/shadow", "~", "~/.ssh/", "/home/*/.aws/**"]}})",
                     layer_kind::global);

@@ -16,7 +16,7 @@ capability_set caps(std::initializer_list<capability> list) {
 
 }  // namespace
 
-TEST_CASE("a tool without a list requires every manifest capability; [] requires none", "[policy][gate]") {
+TEST_CASE("a tool without a list requires every manifest capability, an empty list requires none", "[policy][gate]") {
   auto manifest = caps({capability::filesystem_read, capability::network_fetch});
   CHECK(*tool_required_capabilities(manifest, json{{"name", "t"}}) == manifest);
   CHECK(tool_required_capabilities(manifest, json{{"name", "t"}, {"capabilities", json::array()}})->empty());
