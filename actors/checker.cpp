@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "io/files.hpp"
 #include "io/path_resolver.hpp"
 
 namespace dhara::actors {
@@ -38,8 +39,7 @@ std::string joined(const std::vector<std::string>& argv) {
 policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,
                                     const policy::decision& d) {
   policy::audit_entry e;
-  e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+  e.timestamp_ms = io::wall_clock_ms();
   e.extension = batch.extension;
   e.capability = std::string(policy::to_string(check.cap));
   e.action = d.allowed() ? policy::audit_action::allowed : policy::audit_action::denied;

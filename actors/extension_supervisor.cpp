@@ -35,10 +35,6 @@ std::int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(clock::now().time_since_epoch()).count();
 }
 
-call_result error_result(int code, std::string message, json data = nullptr) {
-  return {false, nullptr, code, std::move(message), std::move(data)};
-}
-
 json signal_name(int sig) {
   if (sig == 0) return nullptr;
   const char* abbrev = sigabbrev_np(sig);
@@ -152,7 +148,7 @@ void mark_failed(self_ptr self, std::string reason) {
   st.info.reason = std::move(reason);
   spdlog::error("extension {} failed: {}", st.cfg.name, st.info.reason);
   for (auto& q : st.waiting)
-    q.rp.deliver(error_result(io::rpc_error::method_not_found,
+    q.rp.deliver(call_error(io::rpc_error::method_not_found,
                               "extension '" + st.cfg.name + "' failed: " + st.info.reason, json{{"reason", st.info.reason}}));
   st.waiting.clear();
   answer_status(self);
@@ -215,7 +211,7 @@ void on_message(self_ptr self, const io::rpc_message& m) {
   if (auto* r = std::get_if<io::rpc_response>(&m)) {
     on_answer(self, r->id, call_result{true, r->result, 0, {}, nullptr});
   } else if (auto* e = std::get_if<io::rpc_error_response>(&m)) {
-    on_answer(self, e->id, error_result(e->code, e->message, e->data));
+    on_answer(self, e->id, call_error(e->code, e->message, e->data));
   } else if (auto* n = std::get_if<io::rpc_notification>(&m)) {
     if (n->method == "tools/progress") on_progress(self, n->params);
   } else if (auto* q = std::get_if<io::rpc_request>(&m)) {
@@ -245,7 +241,7 @@ void on_exit(self_ptr self, io::process_exit e) {
   st.alive = false;
   if (st.stopping) {
     st.info.state = extension_state::stopped;
-    fail_all(self, error_result(io::rpc_error::cancelled, "dhara is shutting down"));
+    fail_all(self, call_error(io::rpc_error::cancelled, "dhara is shutting down"));
     for (auto& rp : st.shutdown_waiters) rp.deliver(true);
     st.shutdown_waiters.clear();
     answer_status(self);
@@ -258,7 +254,7 @@ void on_exit(self_ptr self, io::process_exit e) {
   std::string what = e.violation.empty() ? "extension '" + st.cfg.name + "' crashed"
                                          : "extension '" + st.cfg.name + "' broke the protocol: " + e.violation;
   if (!e.violation.empty()) data["violation"] = e.violation;
-  fail_all(self, error_result(io::rpc_error::crashed, what, data));
+  fail_all(self, call_error(io::rpc_error::crashed, what, data));
   bool counts = !st.expected_exit;
   std::int64_t now = now_ms();
   if (counts) {
@@ -299,7 +295,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           auto& s = self->state;
           auto rp = self->make_response_promise<call_result>();
           if (s.info.state == extension_state::failed || s.stopping) {
-            rp.deliver(error_result(io::rpc_error::method_not_found,
+            rp.deliver(call_error(io::rpc_error::method_not_found,
                                     "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
                                     json{{"reason", s.info.reason}}));
           } else if (s.info.state == extension_state::ready) {
@@ -313,13 +309,13 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           auto& s = self->state;
           for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
             if (it->call.tool_call_id != tool_call_id) continue;
-            it->rp.deliver(error_result(io::rpc_error::cancelled, "cancelled"));
+            it->rp.deliver(call_error(io::rpc_error::cancelled, "cancelled"));
             s.waiting.erase(it);
             return;
           }
           for (auto it = s.calls.begin(); it != s.calls.end(); ++it) {
             if (it->second.tool_call_id != tool_call_id) continue;
-            it->second.rp.deliver(error_result(io::rpc_error::cancelled, "cancelled"));
+            it->second.rp.deliver(call_error(io::rpc_error::cancelled, "cancelled"));
             std::int64_t id = it->first;
             s.calls.erase(it);
             write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tool_call_id}}));
@@ -369,7 +365,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           auto& s = self->state;
           if (gen != s.gen) return;
           s.alive = false;
-          fail_all(self, error_result(io::rpc_error::crashed, "extension '" + s.cfg.name + "' could not start: " + why));
+          fail_all(self, call_error(io::rpc_error::crashed, "extension '" + s.cfg.name + "' could not start: " + why));
           // A missing interpreter or file does not fix itself: no restart loop.
           mark_failed(self, "cannot start '" + s.cfg.argv.front() + "': " + why);
           if (s.stopping) on_exit(self, {});
@@ -385,7 +381,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           }
           auto it = s.calls.find(id);
           if (it == s.calls.end()) return;
-          it->second.rp.deliver(error_result(io::rpc_error::cancelled, "the call timed out", json{{"timeout", true}}));
+          it->second.rp.deliver(call_error(io::rpc_error::cancelled, "the call timed out", json{{"timeout", true}}));
           std::string tcid = it->second.tool_call_id;
           s.calls.erase(it);
           write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tcid}}));

@@ -17,13 +17,9 @@ using json = nlohmann::json;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using job = std::function<call_result()>;
 
-call_result error_result(int code, std::string message, json data = nullptr) {
-  return {false, nullptr, code, std::move(message), std::move(data)};
-}
-
 call_result from(policy::result<json> r) {
   if (r) return {true, std::move(*r), 0, {}, nullptr};
-  return error_result(io::rpc_error::tool_error, r.err().message, json{{"error", std::string(policy::to_string(r.err().code))}});
+  return call_error(io::rpc_error::tool_error, r.err().message, json{{"error", std::string(policy::to_string(r.err().code))}});
 }
 
 // A parsed request: the checks it needs, and the operation to run once they are allowed.
@@ -57,7 +53,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   const host_api_config& cfg = *shared;
   const json& p = r.params;
   auto bad = [&](std::string what) {
-    return error_result(io::rpc_error::invalid_params, r.method + ": " + what);
+    return call_error(io::rpc_error::invalid_params, r.method + ": " + what);
   };
   using policy::capability;
   using policy::subject_kind;
@@ -105,7 +101,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
         std::string bytes = *content;
         if (encoding == "base64") {
           auto decoded = io::decode_base64(*content);
-          if (!decoded) return error_result(io::rpc_error::invalid_params, decoded.err().message);
+          if (!decoded) return call_error(io::rpc_error::invalid_params, decoded.err().message);
           bytes = std::move(*decoded);
         }
         return from(io::fs_write(o.allowed_root, abs, bytes, max));
@@ -153,7 +149,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     out.make_job = [=](const check_outcome&) -> job {
       return [=]() -> call_result {
         auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
-        if (!exe) return error_result(io::rpc_error::tool_error, exe.err().message);
+        if (!exe) return call_error(io::rpc_error::tool_error, exe.err().message);
         std::vector<std::string> full = argv;
         full.front() = *exe;
         return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env));
@@ -161,7 +157,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     };
     return out;
   }
-  return error_result(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
+  return call_error(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
 }
 
 // Runs one blocking operation on its own detached thread, then ends.
@@ -204,7 +200,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
                       return;
                     }
                     if (!o.allowed) {
-                      rp.deliver(error_result(io::rpc_error::denied, o.reason,
+                      rp.deliver(call_error(io::rpc_error::denied, o.reason,
                                               json{{"capability", o.capability}, {"reason", o.reason}}));
                       return;
                     }
@@ -212,12 +208,12 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
                     self->request(w, caf::infinite, run_atom::value)
                         .then([=](call_result& done) mutable { rp.deliver(std::move(done)); },
                               [=](caf::error& e) mutable {
-                                rp.deliver(error_result(io::rpc_error::tool_error, "the host operation failed: " +
+                                rp.deliver(call_error(io::rpc_error::tool_error, "the host operation failed: " +
                                                                                       self->system().render(e)));
                               });
                   },
                   [=](caf::error& e) mutable {
-                    rp.deliver(error_result(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e),
+                    rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e),
                                             json{{"reason", "checker failure"}}));
                   });
           return rp;

@@ -47,6 +47,11 @@ struct call_result {
   nlohmann::json data;              ///< e.g. {exitCode, signal, stderrTail} for -32003
 };
 
+/// A failed call: a JSON-RPC error code, its sentence, and optional data.
+inline call_result call_error(int code, std::string message, nlohmann::json data = nullptr) {
+  return {false, nullptr, code, std::move(message), std::move(data)};
+}
+
 /// An extension's state as `extensions list` shows it.
 enum class extension_state { starting, ready, failed, stopped };
 std::string_view to_string(extension_state s);

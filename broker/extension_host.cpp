@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "io/files.hpp"
 #include "io/path_resolver.hpp"
 #include "io/permissions_file.hpp"
 #include "policy/tool_gate.hpp"
@@ -200,8 +201,7 @@ void extension_host::start() {
         std::string reason = "tool '" + tool + "' is refused: " + required.err().message;
         refused_[info.name + "/" + tool] = reason;
         policy::audit_entry e;
-        e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+        e.timestamp_ms = io::wall_clock_ms();
         e.extension = info.name;
         e.capability = "*";
         e.action = policy::audit_action::denied;
@@ -257,8 +257,7 @@ void extension_host::ask_for_pending_capabilities() {
       continue;
     }
     auto written = io::update_permissions(perms_path, [&](policy::permissions& p) -> policy::result<bool> {
-      auto stamp = policy::format_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch()).count());
+      auto stamp = policy::format_timestamp(io::wall_clock_ms());
       for (const auto& [list, state] : {std::pair{&answer.approved, policy::permission_state::approved},
                                         std::pair{&answer.denied, policy::permission_state::denied}})
         for (const std::string& cap : *list) {
@@ -274,20 +273,11 @@ void extension_host::ask_for_pending_capabilities() {
     changed = true;
     // Every answer is audited as the user's decision.
     std::vector<policy::audit_entry> entries;
-    for (const auto& [list, action] : {std::pair{&answer.approved, policy::audit_action::allowed},
-                                       std::pair{&answer.denied, policy::audit_action::denied}})
-      for (const std::string& cap : *list) {
-        policy::audit_entry a;
-        a.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
-        a.extension = e.manifest.name;
-        a.capability = cap;
-        a.action = action;
-        a.details = {{"prompt", req.per_capability ? "capability" : "package"}};
-        a.reason = action == policy::audit_action::denied ? "denied by the user at the prompt" : "";
-        a.decided_by = policy::decider::user;
-        entries.push_back(std::move(a));
-      }
+    for (const auto& [list, allowed] : {std::pair{&answer.approved, true}, std::pair{&answer.denied, false}})
+      for (const std::string& cap : *list)
+        entries.push_back(policy::user_decision_entry(io::wall_clock_ms(), e.manifest.name, cap, allowed, "prompt",
+                                                      req.per_capability ? "capability" : "package",
+                                                      "denied by the user at the prompt"));
     self->request(audit_, caf::infinite, actors::append_atom::value, std::move(entries))
         .receive([](actors::audit_ack&) {}, [](caf::error&) {});
   }

@@ -51,7 +51,7 @@ std::optional<std::string> since_timestamp(const std::string& text) {
   if (!number.empty() && std::all_of(number.begin(), number.end(), ::isdigit) && std::string("smhd").find(unit) != std::string::npos) {
     long long n = std::stoll(number);
     long long seconds = unit == 's' ? n : unit == 'm' ? n * 60 : unit == 'h' ? n * 3600 : n * 86400;
-    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto now = io::wall_clock_ms();
     return policy::format_timestamp(now - seconds * 1000);
   }
   if (text.size() >= 10 && text[4] == '-' && text[7] == '-') return text;  // ISO date or time

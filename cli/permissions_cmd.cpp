@@ -13,6 +13,7 @@
 
 #include "broker/policy_loader.hpp"
 #include "cli/commands.hpp"
+#include "io/files.hpp"
 #include "io/audit_log.hpp"
 #include "io/permissions_file.hpp"
 #include "policy/text.hpp"
@@ -116,16 +117,8 @@ bool audit(const context& c, std::vector<policy::audit_entry> entries) {
 }
 
 policy::audit_entry change_entry(const std::string& ext, const std::string& cap, bool allowed, const std::string& change) {
-  policy::audit_entry e;
-  e.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
-  e.extension = ext;
-  e.capability = cap;
-  e.action = allowed ? policy::audit_action::allowed : policy::audit_action::denied;
-  e.details = {{"change", change}};
-  e.reason = allowed ? "" : change == "reset" ? "permissions reset by the user" : "revoked by the user";
-  e.decided_by = policy::decider::user;
-  return e;
+  return policy::user_decision_entry(io::wall_clock_ms(), ext, cap, allowed, "change", change,
+                                     change == "reset" ? "permissions reset by the user" : "revoked by the user");
 }
 
 }  // namespace
@@ -222,8 +215,7 @@ int permissions_change(const global_options&, const std::string& action, const s
   bool approve = action == "approve";
   std::string version = version_of(*k);
   std::string folder = k->installed ? k->installed->folder : (k->recorded && k->recorded->folder ? *k->recorded->folder : "");
-  auto stamp = policy::format_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch()).count());
+  auto stamp = policy::format_timestamp(io::wall_clock_ms());
   auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
     for (const std::string& x : caps) {
       auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,

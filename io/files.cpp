@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,11 @@ policy::result<std::string> read_text_file(const std::string& path, std::size_t 
   ::close(fd);
   out.resize(done);
   return out;
+}
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 policy::result<locations> discover_locations(std::string_view home, std::string_view dhara_home_env,

@@ -2,6 +2,7 @@
 // project root). Writing (atomic, locked) comes with the permissions store.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,9 @@ inline constexpr std::size_t max_state_file_bytes = 16 * 1024 * 1024;
 /// `max_bytes`, or an unreadable file is an error naming the path and what to do.
 policy::result<std::string> read_text_file(const std::string& path,
                                            std::size_t max_bytes = max_state_file_bytes);
+
+/// Milliseconds since the Unix epoch (the audit's timestamps).
+std::int64_t wall_clock_ms();
 
 /// Where dhara's state and the session live; all absolute and normalized.
 struct locations {

@@ -322,4 +322,18 @@ bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patter
   return false;
 }
 
+audit_entry user_decision_entry(std::int64_t timestamp_ms, std::string extension, std::string capability,
+                                bool allowed, std::string detail_key, std::string detail_value,
+                                std::string denial_reason) {
+  audit_entry e;
+  e.timestamp_ms = timestamp_ms;
+  e.extension = std::move(extension);
+  e.capability = std::move(capability);
+  e.action = allowed ? audit_action::allowed : audit_action::denied;
+  e.details = {{std::move(detail_key), std::move(detail_value)}};
+  if (!allowed) e.reason = std::move(denial_reason);
+  e.decided_by = decider::user;
+  return e;
+}
+
 }  // namespace dhara::policy

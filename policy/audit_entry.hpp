@@ -34,6 +34,12 @@ struct audit_entry {
   std::uint64_t seq = 0;           ///< position in the chain (1, 2, …), set by the writer
 };
 
+/// An entry for a decision the user made (a prompt answer, a CLI change): decidedBy user,
+/// one `details` member, and the reason a denial needs.
+audit_entry user_decision_entry(std::int64_t timestamp_ms, std::string extension, std::string capability,
+                                bool allowed, std::string detail_key, std::string detail_value,
+                                std::string denial_reason);
+
 /// Length of the `,"hash":"<64 hex>"}` suffix that ends every line.
 inline constexpr std::size_t audit_hash_suffix_bytes = 75;
 

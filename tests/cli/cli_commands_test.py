@@ -12,6 +12,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
 DHARA, DEMO = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
 
@@ -134,20 +137,5 @@ def test_audit_log_lists_filters_and_verifies():
     h.close()
 
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-            print(f"ok   {name}")
-            passed += 1
-        except AssertionError as e:
-            print(f"FAIL {name}: {str(e)[:2000]}")
-            failed += 1
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

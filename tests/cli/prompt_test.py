@@ -12,6 +12,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
 DHARA, EXTENSIONS = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
 
@@ -89,20 +92,5 @@ def test_quit():
     assert perms is None or "fs-tool" not in perms, perms  # nothing recorded
 
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_")]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-            print(f"ok   {name}")
-            passed += 1
-        except AssertionError as e:
-            print(f"FAIL {name}: {str(e)[:2000]}")
-            failed += 1
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())
