@@ -1,8 +1,15 @@
-// The subcommands of the dhara executable, one function each; main.cpp wires them to CLI11.
+// The subcommands of the dhara executable. Each cli/*_cmd.cpp registers its own CLI11
+// subcommands through one add_*_commands() function; main.cpp only calls them and runs the
+// action the parsed command chose. Keep this header free of CLI11 (it is slow to compile).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
+
+namespace CLI {
+class App;
+}
 
 namespace dhara::cli {
 
@@ -12,38 +19,28 @@ struct global_options {
   bool no_prompt = false;  ///< never ask, even with a terminal (pending capabilities are denied)
 };
 
-/// `dhara demo`.
-int run_demo();
-
-/// `dhara extensions list [--json]`: starts every extension and shows its state and tools.
-int extensions_list(const global_options& g, bool json);
-
-/// `dhara run --calls FILE|- [-j N] [--mode auto]`.
-int run_calls(const global_options& g, const std::string& calls_file, std::size_t concurrency,
-              const std::string& mode);
-
-/// `dhara config permissions list [--json]`: every installed or recorded extension.
-int permissions_list(const global_options& g, bool json);
-
-/// `dhara config permissions show <ext> [--json]`: the seed's format.
-int permissions_show(const global_options& g, const std::string& extension, bool json);
-
-/// `dhara config permissions approve|revoke <ext> <cap>` (or `approve <ext> --all`) and
-/// `reset <ext>`: `action` is "approve", "revoke" or "reset".
-int permissions_change(const global_options& g, const std::string& action, const std::string& extension,
-                       const std::string& capability, bool all);
-
-/// Options of `dhara doctor --audit-log`.
-struct audit_log_options {
-  std::string extension;      ///< only this extension
-  bool denied_only = false;
-  std::string since;          ///< "1h", "30m", "2d", or an ISO time
-  std::size_t limit = 50;     ///< the last N matching entries (0: all)
-  bool json = false;          ///< raw JSON lines
-  bool verify = false;        ///< check seq and the hash chain instead of listing
+/// What parsing chose: a command sets `action` in its CLI11 callback; main runs it after the
+/// parse succeeded and returns its exit code (DESIGN §6).
+struct command_context {
+  global_options g;
+  std::function<int()> action;
 };
 
-/// `dhara doctor --audit-log …`.
-int doctor_audit_log(const global_options& g, const audit_log_options& options);
+/// `dhara demo`.
+void add_demo_command(CLI::App& app, command_context& ctx);
+/// `dhara extensions list|install|remove`.
+void add_extensions_commands(CLI::App& app, command_context& ctx);
+/// `dhara extensions install|remove` (under the `extensions` subcommand).
+void add_install_commands(CLI::App& extensions, command_context& ctx);
+/// `dhara run --calls FILE|- [-j N] [--mode …]`.
+void add_run_command(CLI::App& app, command_context& ctx);
+/// `dhara config get|set` and `dhara config permissions …`.
+void add_config_commands(CLI::App& app, command_context& ctx);
+/// `dhara config permissions …` (under the `config` subcommand).
+void add_permissions_commands(CLI::App& config, command_context& ctx);
+/// `dhara doctor [--audit-log …]`.
+void add_doctor_command(CLI::App& app, command_context& ctx);
+/// `dhara serve --stdio [--mode …]`.
+void add_serve_command(CLI::App& app, command_context& ctx);
 
 }  // namespace dhara::cli

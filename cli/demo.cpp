@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "broker/policy_loader.hpp"
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.hpp"
 #include "io/path_resolver.hpp"
 
@@ -38,6 +40,8 @@ const std::vector<scenario_step> scenario{
 };
 
 }  // namespace
+
+namespace {
 
 int run_demo() {
   auto where = io::discover_locations();
@@ -77,6 +81,15 @@ int run_demo() {
   }
   std::printf("\n%zu checks, %d allowed, %d denied\n", scenario.size(), static_cast<int>(scenario.size()) - denied, denied);
   return 0;
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app, command_context& ctx) {
+  auto* demo = app.add_subcommand("demo", "Load the policy from DHARA_HOME and the project and print the "
+                                          "decisions of a small built-in scenario");
+  demo->footer("Example:\n  DHARA_HOME=/tmp/demo/.dhara dhara demo");
+  demo->callback([&ctx] { ctx.action = [] { return run_demo(); }; });
 }
 
 }  // namespace dhara::cli

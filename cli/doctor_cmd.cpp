@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "io/audit_log.hpp"
@@ -25,6 +28,16 @@ namespace dhara::cli {
 namespace {
 
 using json = nlohmann::json;
+
+/// Options of `dhara doctor --audit-log`.
+struct audit_log_options {
+  std::string extension;      ///< only this extension
+  bool denied_only = false;
+  std::string since;          ///< "1h", "30m", "2d", or an ISO time
+  std::size_t limit = 50;     ///< the last N matching entries (0: all)
+  bool json = false;          ///< raw JSON lines
+  bool verify = false;        ///< check seq and the hash chain instead of listing
+};
 
 // The audit files oldest first: audit.N.jsonl … audit.1.jsonl, audit.jsonl.
 std::vector<std::string> audit_files(const std::string& dir) {
@@ -71,6 +84,8 @@ std::string field(const json& line, const char* key) {
 }
 
 }  // namespace
+
+namespace {
 
 int doctor_audit_log(const global_options&, const audit_log_options& o) {
   auto where = io::discover_locations();
@@ -153,6 +168,35 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
                 policy::printable_excerpt(subject).c_str(), policy::printable_excerpt(field(line, "reason"), 200).c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, command_context& ctx) {
+  struct options {
+    bool audit_log = false;
+    audit_log_options audit;
+  };
+  auto o = std::make_shared<options>();
+  auto* doctor = app.add_subcommand("doctor", "Health checks; --audit-log shows and verifies the audit trail");
+  doctor->add_flag("--audit-log", o->audit_log, "Show recent audit entries (all rotated files)");
+  doctor->add_option("--extension", o->audit.extension, "Only this extension");
+  doctor->add_flag("--denied-only", o->audit.denied_only, "Only denials");
+  doctor->add_option("--since", o->audit.since, "Only entries since a duration ago (30s, 15m, 1h, 2d) or an ISO time");
+  doctor->add_option("-n", o->audit.limit, "The last N entries (0: all)")->capture_default_str();
+  doctor->add_flag("--json", o->audit.json, "Raw JSON lines");
+  doctor->add_flag("--verify", o->audit.verify, "Check seq and the hash chain; name the first bad line");
+  doctor->footer("Examples:\n  dhara doctor\n  dhara doctor --audit-log\n  dhara doctor --audit-log --extension web-tools\n"
+                 "  dhara doctor --audit-log --denied-only --since 1h\n  dhara doctor --audit-log --verify");
+  doctor->callback([&ctx, o] {
+    ctx.action = [&ctx, o] {
+      if (!o->audit_log) {
+        std::fprintf(stderr, "dhara: the doctor's health report is not available yet; use 'dhara doctor --audit-log'\n");
+        return 2;
+      }
+      return doctor_audit_log(ctx.g, o->audit);
+    };
+  });
 }
 
 }  // namespace dhara::cli

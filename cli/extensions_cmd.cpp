@@ -1,7 +1,10 @@
 // `dhara extensions list`: every discovered extension with its version, state and tools.
 #include <cstdio>
+#include <memory>
 
 #include <nlohmann/json.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/session.hpp"
@@ -24,6 +27,8 @@ std::string blocked_reason(const session& s, const actors::extension_info& info)
 }
 
 }  // namespace
+
+namespace {
 
 int extensions_list(const global_options& g, bool as_json) {
   int rc = 0;
@@ -81,6 +86,19 @@ int extensions_list(const global_options& g, bool as_json) {
   }
   for (const auto& sk : s->host->skipped()) std::printf("skipped %s: %s\n", sk.folder.c_str(), sk.reason.c_str());
   return 0;
+}
+
+}  // namespace
+
+void add_extensions_commands(CLI::App& app, command_context& ctx) {
+  auto* ext = app.add_subcommand("extensions", "Discovered extensions and their tools; install and remove");
+  ext->require_subcommand(1);
+  auto json = std::make_shared<bool>(false);
+  auto* list = ext->add_subcommand("list", "Start every extension and show its version, state and tools");
+  list->add_flag("--json", *json, "Print JSON instead of a table");
+  list->footer("Examples:\n  dhara extensions list\n  dhara extensions list --json");
+  list->callback([&ctx, json] { ctx.action = [&ctx, json] { return extensions_list(ctx.g, *json); }; });
+  add_install_commands(*ext, ctx);
 }
 
 }  // namespace dhara::cli

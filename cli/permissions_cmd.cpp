@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/policy_loader.hpp"
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.hpp"
 #include "io/files.hpp"
 #include "io/audit_log.hpp"
@@ -123,6 +126,8 @@ policy::audit_entry change_entry(const std::string& ext, const std::string& cap,
 
 }  // namespace
 
+namespace {
+
 int permissions_list(const global_options&, bool as_json) {
   int rc = 0;
   auto c = load(rc);
@@ -233,6 +238,47 @@ int permissions_change(const global_options&, const std::string& action, const s
     std::printf("%s: %s %s\n", name.c_str(), x.c_str(), approve ? "approved" : "revoked (denied)");
   }
   return audit(*c, std::move(entries)) ? 0 : 1;
+}
+
+}  // namespace
+
+void add_permissions_commands(CLI::App& config, command_context& ctx) {
+  struct options {
+    bool json = false, all = false;
+    std::string extension, capability;
+  };
+  auto o = std::make_shared<options>();
+  auto* perms = config.add_subcommand("permissions", "What each extension may do ($DHARA_HOME/permissions.json)");
+  perms->require_subcommand(1);
+  perms->footer("Examples:\n  dhara config permissions list\n  dhara config permissions show web-tools\n"
+                "  dhara config permissions approve web-tools network:fetch\n"
+                "  dhara config permissions approve web-tools --all\n"
+                "  dhara config permissions revoke web-tools network:fetch\n  dhara config permissions reset web-tools");
+  auto* list = perms->add_subcommand("list", "Every installed or recorded extension, with counts");
+  list->add_flag("--json", o->json, "Print JSON");
+  list->callback([&ctx, o] { ctx.action = [&ctx, o] { return permissions_list(ctx.g, o->json); }; });
+  auto* show = perms->add_subcommand("show", "One extension's capabilities: [approved], [denied], [pending]");
+  show->add_option("extension", o->extension, "Extension name")->required();
+  show->add_flag("--json", o->json, "Print JSON");
+  show->callback([&ctx, o] { ctx.action = [&ctx, o] { return permissions_show(ctx.g, o->extension, o->json); }; });
+  auto* approve = perms->add_subcommand("approve", "Approve a capability (or a group, 'network:*'; --all: every declared one)");
+  approve->add_option("extension", o->extension, "Extension name")->required();
+  auto* cap = approve->add_option("capability", o->capability, "Capability, e.g. network:fetch");
+  cap->excludes(approve->add_flag("--all", o->all, "Every capability the manifest declares"));
+  approve->callback([&ctx, o] {
+    if (o->capability.empty() && !o->all)
+      throw CLI::ValidationError("approve", "give a capability (e.g. network:fetch) or --all");
+    ctx.action = [&ctx, o] { return permissions_change(ctx.g, "approve", o->extension, o->capability, o->all); };
+  });
+  auto* revoke = perms->add_subcommand("revoke", "Deny a capability from now on (running sessions too)");
+  revoke->add_option("extension", o->extension, "Extension name")->required();
+  revoke->add_option("capability", o->capability, "Capability, e.g. network:fetch")->required();
+  revoke->callback([&ctx, o] {
+    ctx.action = [&ctx, o] { return permissions_change(ctx.g, "revoke", o->extension, o->capability, false); };
+  });
+  auto* reset = perms->add_subcommand("reset", "Forget an extension's permissions: everything pending again");
+  reset->add_option("extension", o->extension, "Extension name")->required();
+  reset->callback([&ctx, o] { ctx.action = [&ctx, o] { return permissions_change(ctx.g, "reset", o->extension, "", false); }; });
 }
 
 }  // namespace dhara::cli

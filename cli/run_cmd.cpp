@@ -3,10 +3,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <cstring>
 #include <string>
 
 #include "broker/batch.hpp"
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.hpp"
 #include "cli/session.hpp"
 #include "io/files.hpp"
@@ -28,6 +31,8 @@ bool read_stdin(std::string& out) {
 }
 
 }  // namespace
+
+namespace {
 
 int run_calls(const global_options& g, const std::string& calls_file, std::size_t concurrency, const std::string& mode) {
   if (mode != "auto") {
@@ -61,6 +66,29 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   std::fprintf(stderr, "dhara: %zu calls in %.2f s: %zu ok, %zu error, %zu denied, %zu cancelled\n", total, sum.seconds,
                sum.ok, sum.error, sum.denied, sum.cancelled);
   return sum.exit_code;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, command_context& ctx) {
+  struct options {
+    std::string calls_file, mode = "auto";
+    std::size_t concurrency = 1;
+  };
+  auto o = std::make_shared<options>();
+  auto* run = app.add_subcommand("run", "Run a batch of tool calls headless, one JSON result per line on stdout");
+  run->add_option("--calls", o->calls_file, "File of calls, one JSON object a line ('-' for stdin)")->required();
+  run->add_option("-j,--concurrency", o->concurrency, "Calls in flight at once")->check(CLI::Range(1, 1024));
+  run->add_option("--mode", o->mode, "auto: run every call; approve: ask before each call; review: show each "
+                                     "result and ask to continue (approve and review need a terminal)")
+      ->check(CLI::IsMember({"auto", "approve", "review"}));
+  run->footer("Examples:\n  echo '{\"tool\": \"echo\", \"input\": {\"text\": \"hi\"}}' | dhara run --calls -\n"
+              "  dhara run --calls calls.jsonl -j 8\n  dhara run --calls calls.jsonl --mode approve\n"
+              "Exit codes: 0 ok, 2 usage, 3 a call was denied or rejected, 4 a tool failed or an extension crashed, "
+              "130 you quit");
+  run->callback([&ctx, o] {
+    ctx.action = [&ctx, o] { return run_calls(ctx.g, o->calls_file, o->concurrency, o->mode); };
+  });
 }
 
 }  // namespace dhara::cli
