@@ -1,6 +1,8 @@
 // The approval actor (see approval.hpp): prompts on the terminal, one key per answer.
 #include "actors/approval.hpp"
 
+#include <memory>
+
 #include <caf/all.hpp>
 
 #include "io/terminal.hpp"
@@ -44,7 +46,46 @@ approval_answer prompt(const approval_request& r, const std::string& tty_path) {
   return out;
 }
 
+hitl_answer answer(const hitl_question& q, const std::string& tty_path) {
+  io::terminal tty(tty_path);
+  if (!tty.ok()) return {hitl_decision::lost, "no terminal to ask on (" + tty_path + ")"};
+  switch (tty.ask(question_prompt(q))) {
+    case 'y': return {hitl_decision::allow, {}};
+    case 'n': return {hitl_decision::deny, {}};
+    case 'q': return {hitl_decision::quit, {}};
+    default: return {hitl_decision::lost, "the terminal closed before an answer"};
+  }
+}
+
 }  // namespace
+
+std::string_view to_string(question_kind k) {
+  switch (k) {
+    case question_kind::tool: return "tool";
+    case question_kind::result: return "result";
+    case question_kind::capability: return "capability";
+  }
+  return "tool";
+}
+
+std::string question_prompt(const hitl_question& q) {
+  switch (q.kind) {
+    case question_kind::tool:
+      return "[" + q.tool + "]" + (q.subject.empty() ? "" : " " + q.subject) + "\nApprove? (y/n/q) ";
+    case question_kind::result: {
+      std::string text = "[" + q.tool + "]" + (q.subject.empty() ? "" : " " + q.subject) + " → " + q.status + "\n" + q.shown;
+      if (!text.ends_with('\n')) text += '\n';
+      return text + "Continue? (y/n/q) ";
+    }
+    case question_kind::capability: {
+      auto parsed = policy::parse_capability(q.capability);
+      std::string meaning = parsed ? std::string(policy::meaning(*parsed)) : std::string();
+      return q.extension + " requests " + q.capability + (meaning.empty() ? "" : " — " + meaning) + " for [" + q.tool +
+             "]" + (q.subject.empty() ? "" : " " + q.subject) + "\nApprove? (y/n/q) ";
+    }
+  }
+  return {};
+}
 
 std::string package_prompt(const approval_request& r) {
   std::string caps;
@@ -56,7 +97,22 @@ approval_actor spawn_approval(caf::actor_system& sys, std::string tty_path) {
   // Detached: a prompt blocks its thread on the terminal, never a scheduler worker. Its
   // mailbox serializes prompts while other actors keep working.
   return sys.spawn<caf::detached>([](approval_actor::pointer, std::string path) -> approval_actor::behavior_type {
-    return {[path](ask_atom, const approval_request& r) { return prompt(r, path); }};
+    // After a `q` every later question is answered quit without asking: the session is ending.
+    auto quit = std::make_shared<bool>(false);
+    return {
+        [path, quit](ask_atom, const approval_request& r) {
+          if (*quit) return approval_answer{{}, {}, true, {}};
+          approval_answer a = prompt(r, path);
+          *quit = a.quit;
+          return a;
+        },
+        [path, quit](question_atom, const hitl_question& q) {
+          if (*quit) return hitl_answer{hitl_decision::quit, {}};
+          hitl_answer a = answer(q, path);
+          *quit = a.decision == hitl_decision::quit;
+          return a;
+        },
+    };
   }, std::move(tty_path));
 }
 

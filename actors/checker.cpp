@@ -25,6 +25,7 @@ struct checker_state {
   bool flush_scheduled = false;
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
+  hitl_actor approver;                       // asked about pending capabilities; none: denied
   static inline const char* name = "checker";
 };
 
@@ -58,6 +59,106 @@ policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate
   return e;
 }
 
+namespace {
+
+using checker_ptr = checker_actor::stateful_pointer<checker_state>;
+
+// A check batch being decided: where it stands, so a question to the human can resume it.
+struct pending_batch {
+  check_batch batch;
+  std::size_t next = 0;
+  std::vector<policy::audit_entry> entries;
+  check_outcome outcome{true, "", "", policy::decider::rule, {}};
+  caf::typed_response_promise<check_outcome> rp;
+};
+
+// The user's answer to a pending capability, as the decision that is audited.
+policy::decision user_decision(const hitl_answer& a, const std::string& cap, const std::string& extension) {
+  switch (a.decision) {
+    case hitl_decision::allow:
+    case hitl_decision::always: return {policy::verdict_kind::allow, {}, policy::decider::user, {}};
+    case hitl_decision::deny:
+      return {policy::verdict_kind::deny, cap + " was denied by the user for '" + extension + "'", policy::decider::user, {}};
+    case hitl_decision::quit:
+      return {policy::verdict_kind::deny, "the user quit before answering about " + cap, policy::decider::user, {}};
+    case hitl_decision::lost: break;
+  }
+  return {policy::verdict_kind::deny, "no answer about " + cap + " could be had (" + a.failure + ")", policy::decider::failure, {}};
+}
+
+void finish(checker_ptr self, std::shared_ptr<pending_batch> p);
+
+// Records one decided check; false when the batch is decided (the first denial decides).
+bool record(pending_batch& p, const policy::gate_check& c, const policy::decision& d) {
+  p.entries.push_back(audit_entry_for(p.batch, c, d));
+  if (d.allowed() && c.kind == policy::subject_kind::path) p.outcome.allowed_root = std::string(d.matched_rule);
+  if (d.allowed()) return true;
+  p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
+  return false;
+}
+
+// Decides the checks from p->next on; a pending capability with an approver set suspends the
+// batch until the human answered, then the batch goes on from that check.
+void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
+  auto& s = self->state;
+  if (!s.snapshot) {
+    p->rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
+    return;
+  }
+  policy::check_environment env{&s.resolver, s.locator.get()};
+  while (p->next < p->batch.checks.size()) {
+    const policy::gate_check& c = p->batch.checks[p->next++];
+    policy::decision d = policy::decide(*s.snapshot, c.request(p->batch.extension), env);
+    if (d.verdict == policy::verdict_kind::ask) {
+      if (s.approver) {
+        hitl_question q;
+        q.kind = question_kind::capability;
+        q.extension = p->batch.extension;
+        q.tool = p->batch.tool;
+        q.tool_call_id = p->batch.tool_call_id;
+        q.capability = std::string(policy::to_string(c.cap));
+        q.subject = c.kind == policy::subject_kind::argv ? policy::approval_subject({{"argv", c.argv}}).text : c.subject;
+        self->request(s.approver, caf::infinite, question_atom::value, std::move(q))
+            .then(
+                [self, p](hitl_answer& a) {
+                  const policy::gate_check& asked = p->batch.checks[p->next - 1];
+                  if (!record(*p, asked, user_decision(a, std::string(policy::to_string(asked.cap)), p->batch.extension)))
+                    return finish(self, p);
+                  evaluate(self, p);
+                },
+                [self, p](caf::error& e) {
+                  const policy::gate_check& asked = p->batch.checks[p->next - 1];
+                  record(*p, asked, user_decision({hitl_decision::lost, self->system().render(e)},
+                                                  std::string(policy::to_string(asked.cap)), p->batch.extension));
+                  finish(self, p);
+                });
+        return;
+      }
+      // Nobody can be asked (a batch without a terminal): refused, with the approve command.
+      d = {policy::verdict_kind::deny,
+           std::string(policy::to_string(c.cap)) + " is not approved for '" + p->batch.extension + "'; run '" +
+               policy::approve_command(p->batch.extension, c.cap) + "'",
+           policy::decider::rule, {}};
+    }
+    if (!record(*p, c, d)) break;
+  }
+  finish(self, p);
+}
+
+// The decision is released only once its entries are as durable as configured; the entries
+// of all checks in the mailbox go to the writer together.
+void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
+  auto& s = self->state;
+  s.entries.insert(s.entries.end(), std::make_move_iterator(p->entries.begin()), std::make_move_iterator(p->entries.end()));
+  s.replies.push_back({std::move(p->rp), std::move(p->outcome)});
+  if (!s.flush_scheduled) {
+    s.flush_scheduled = true;
+    self->send(self, flush_atom::value);
+  }
+}
+
+}  // namespace
+
 checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit) {
   return sys.spawn([](checker_actor::stateful_pointer<checker_state> self, policy::snapshot_ptr snap,
                       audit_sink_actor sink) -> checker_actor::behavior_type {
@@ -69,40 +170,12 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                                                                st.snapshot ? st.snapshot->cwd : "/");
     return {
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
-          auto& s = self->state;
-          auto rp = self->make_response_promise<check_outcome>();
-          if (!s.snapshot) {
-            rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
-            return rp;
-          }
-          policy::check_environment env{&s.resolver, s.locator.get()};
-          std::vector<policy::audit_entry> entries;
-          entries.reserve(batch.checks.size());
-          check_outcome outcome{true, "", "", policy::decider::rule, {}};
-          for (const policy::gate_check& c : batch.checks) {
-            policy::decision d = policy::decide(*s.snapshot, c.request(batch.extension), env);
-            if (d.verdict == policy::verdict_kind::ask) {
-              // SEAM: an interactive session asks the approval actor here (CLI issue). Until a
-              // session can prompt, a pending capability is refused with the approve command.
-              d = {policy::verdict_kind::deny,
-                   std::string(policy::to_string(c.cap)) + " is not approved for '" + batch.extension + "'; run '" +
-                       policy::approve_command(batch.extension, c.cap) + "'",
-                   policy::decider::rule, {}};
-            }
-            entries.push_back(audit_entry_for(batch, c, d));
-            if (d.allowed() && c.kind == policy::subject_kind::path) outcome.allowed_root = std::string(d.matched_rule);
-            if (!d.allowed() && outcome.allowed)
-              outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
-            if (!d.allowed()) break;  // the first denial decides; later checks are not run
-          }
-          // The decision is released only once its entries are as durable as configured; the
-          // entries of all checks in the mailbox go to the writer together.
-          s.entries.insert(s.entries.end(), std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()));
-          s.replies.push_back({rp, std::move(outcome)});
-          if (!s.flush_scheduled) {
-            s.flush_scheduled = true;
-            self->send(self, flush_atom::value);
-          }
+          auto p = std::make_shared<pending_batch>();
+          p->batch = std::move(batch);
+          p->entries.reserve(p->batch.checks.size());
+          p->rp = self->make_response_promise<check_outcome>();
+          auto rp = p->rp;
+          evaluate(self, std::move(p));
           return rp;
         },
         [=](flush_atom) {
@@ -126,6 +199,7 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                   });
         },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
+        [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
     };
   }, std::move(snapshot), std::move(audit));
 }

@@ -1,7 +1,7 @@
 // The capability checker: decides every check of a tool call or host request with
 // policy::decide on the snapshot it holds itself, writes one audit entry per check through
 // the audit writer, and answers only once those entries are durable. Any doubt — a failed
-// audit write, a pending capability nobody can be asked about — denies.
+// audit write, a pending capability nobody can be asked about, a lost answer — denies.
 #pragma once
 
 #include <string>
@@ -10,6 +10,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/approval.hpp"
 #include "actors/audit_writer.hpp"
 #include "policy/snapshot.hpp"
 #include "policy/tool_gate.hpp"
@@ -18,6 +19,7 @@ namespace dhara::actors {
 
 using check_atom = caf::atom_constant<caf::atom("check")>;        ///< decide a set of checks
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  ///< a new policy snapshot
+using approver_atom = caf::atom_constant<caf::atom("approver")>;  ///< who answers pending capabilities
 
 /// What is being checked: one tool call or one host request.
 struct check_batch {
@@ -44,6 +46,9 @@ using checker_actor = caf::typed_actor<
     caf::replies_to<check_atom, check_batch>::with<check_outcome>,
     /// permissions store → checker: use this snapshot from the next check on.
     caf::reacts_to<snapshot_atom, policy::snapshot_ptr>,
+    /// session → checker: ask this actor about a pending capability (verdict `ask`) instead of
+    /// denying it; its answer is the user's decision (allow / deny; quit and lost deny).
+    caf::reacts_to<approver_atom, hitl_actor>,
     /// self: send the entries of every check decided since the last flush to the audit writer
     /// in one append (queued behind the checks already in the mailbox, so they batch).
     caf::reacts_to<flush_atom>>;

@@ -15,6 +15,7 @@ namespace {
 struct store_state {
   permissions_store_config cfg;
   std::uint64_t generation = 1;
+  policy::snapshot_ptr current;
   bool reload_scheduled = false;
   static inline const char* name = "permissions_store";
 };
@@ -29,6 +30,7 @@ void reload(self_ptr self) {
   policy::permissions perms = read ? std::move(read->value) : policy::permissions{};
   if (!error.empty()) spdlog::error("{}; every check is denied until it is fixed", error);
   auto snap = compile_for(st.cfg, perms, error, ++st.generation);
+  st.current = snap;
   for (const checker_actor& c : st.cfg.checkers) self->send(c, snapshot_atom::value, snap);
   spdlog::debug("permissions reloaded: snapshot generation {}", st.generation);
 }
@@ -52,6 +54,7 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
   auto store = sys.spawn([](self_ptr self, permissions_store_config cfg) -> permissions_store_actor::behavior_type {
     self->state.cfg = std::move(cfg);
     self->state.generation = self->state.cfg.first_generation;
+    self->state.current = self->state.cfg.first;
     return {
         [=](changed_atom) {
           if (self->state.reload_scheduled) return;
@@ -64,6 +67,7 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
           reload(self);
           return self->state.generation;
         },
+        [=](snapshot_atom) { return self->state.current; },
     };
   }, std::move(config));
   // The watch runs on the loop thread; it reaches the store only through its mailbox.

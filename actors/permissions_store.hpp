@@ -32,13 +32,16 @@ using permissions_store_actor = caf::typed_actor<
     caf::replies_to<caf::get_atom>::with<std::uint64_t>,
     /// session → store: reload now (after this session wrote the file itself), reply with the
     /// new generation once the snapshot is on its way to every checker.
-    caf::replies_to<caf::put_atom>::with<std::uint64_t>>;
+    caf::replies_to<caf::put_atom>::with<std::uint64_t>,
+    /// anyone → store: the snapshot the checkers use now (what `tools/list` reports).
+    caf::replies_to<snapshot_atom>::with<policy::snapshot_ptr>>;
 
 /// What the store compiles snapshots from (a copy of the session's loaded policy).
 struct permissions_store_config {
   policy::session_inputs inputs;        ///< dhara_home in it is where permissions.json lives
   std::vector<checker_actor> checkers;
   std::uint64_t first_generation = 1;  ///< the generation the checkers already hold
+  policy::snapshot_ptr first;           ///< that snapshot
 };
 
 /// Spawns the store and starts watching $DHARA_HOME through `loop`.

@@ -2,11 +2,15 @@
 // result line as it arrives.
 #include "broker/batch.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <map>
 #include <variant>
 
 #include <caf/all.hpp>
 
+#include "broker/call_flow.hpp"
 #include "io/jsonrpc.hpp"
 #include "policy/json_text.hpp"
 #include "policy/tool_gate.hpp"
@@ -18,11 +22,11 @@ using json = nlohmann::json;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 
 // One printed line (DESIGN §9): id, tool, extension, status, then result or error.
-json result_line(const batch_call& c, const std::string& extension, const actors::call_result& r) {
+json result_line(const batch_call& c, const std::string& extension, const actors::call_result& r, bool rejected = false) {
   json line = {{"id", c.id}, {"tool", c.tool}, {"extension", extension.empty() ? json(nullptr) : json(extension)}};
   if (r.ok) {
     bool is_error = r.result.is_object() && r.result.value("isError", false);
-    line["status"] = is_error ? "error" : "ok";
+    line["status"] = rejected ? "rejected" : is_error ? "error" : "ok";
     line["result"] = r.result;
     return line;
   }
@@ -50,10 +54,32 @@ struct driver_state {
   std::vector<batch_call> calls;
   std::size_t next = 0;
   std::size_t inflight = 0;
+  std::map<std::size_t, std::pair<std::string, std::string>> running;  // index → (extension, toolCallId)
   batch_summary summary;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_progress{};
+  bool progress_shown = false;
   caf::typed_response_promise<batch_summary> done;
   static inline const char* name = "batch_driver";
 };
+
+// The progress line for long batches on a terminal: shown after a second, at most ten times
+// a second, erased at the end.
+void show_progress(driver_state& st, bool final) {
+  auto now = std::chrono::steady_clock::now();
+  if (final) {
+    if (st.progress_shown) std::fputs("\r\033[K", stderr);
+    return;
+  }
+  if (now - st.started < std::chrono::seconds(1) || now - st.last_progress < std::chrono::milliseconds(100)) return;
+  st.last_progress = now;
+  st.progress_shown = true;
+  const batch_summary& s = st.summary;
+  std::size_t done = s.ok + s.error + s.denied + s.rejected + s.cancelled;
+  std::fprintf(stderr, "\r\033[Kdhara: %zu/%zu calls, %zu in flight: %zu ok, %zu error, %zu denied", done, st.calls.size(),
+               st.inflight, s.ok, s.error, s.denied);
+  std::fflush(stderr);
+}
 
 }  // namespace
 }  // namespace dhara::broker
@@ -108,69 +134,64 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
   auto driver = sys.spawn([&host, options, print](driver_actor::stateful_pointer<driver_state> self,
                                                    std::vector<batch_call> all) -> driver_actor::behavior_type {
     self->state.calls = std::move(all);
-    // Starts calls until `concurrency` are in flight; lines that fail before reaching an
-    // extension are answered here and then.
-    auto finish_one = [self, print](const json& line) {
+    auto finish_one = [self, print, options](const json& line) {
       count(self->state.summary, line);
       print(line);
+      if (options.progress) show_progress(self->state, false);
+    };
+    // q: every call in flight is cancelled (its line still comes, as cancelled), and the calls
+    // not started yet are reported as not run.
+    auto quit = [self, &host, finish_one] {
+      auto& st = self->state;
+      if (st.summary.quit) return;
+      st.summary.quit = true;
+      for (const auto& [index, who] : st.running)
+        if (auto sup = host.supervisor(who.first)) self->send(sup, actors::cancel_atom::value, who.second);
+      for (; st.next < st.calls.size(); ++st.next)
+        finish_one(result_line(st.calls[st.next], st.calls[st.next].extension,
+                               actors::call_error(io::rpc_error::cancelled, "not run: the user quit")));
     };
     auto dispatch = std::make_shared<std::function<void()>>();
-    // The function refers to itself weakly; pending replies hold it strongly.
-    *dispatch = [self, &host, options, finish_one, weak = std::weak_ptr<std::function<void()>>(dispatch)] {
+    // Starts calls until `concurrency` are in flight; lines that fail before reaching an
+    // extension are answered here and then. The function refers to itself weakly; pending
+    // replies hold it strongly.
+    *dispatch = [self, &host, options, finish_one, quit, weak = std::weak_ptr<std::function<void()>>(dispatch)] {
       auto& st = self->state;
       auto again = weak.lock();
-      while (st.inflight < std::max<std::size_t>(1, options.concurrency) && st.next < st.calls.size()) {
+      while (!st.summary.quit && st.inflight < std::max<std::size_t>(1, options.concurrency) && st.next < st.calls.size()) {
         std::size_t index = st.next++;
         const batch_call& c = st.calls[index];
         if (c.error_code != 0) {
-          finish_one(result_line(c, {}, actors::call_result{false, nullptr, c.error_code, c.error_message, nullptr}));
+          finish_one(result_line(c, {}, actors::call_error(c.error_code, c.error_message)));
           continue;
         }
         auto resolved = host.resolve(c.tool, c.extension);
         if (auto* err = std::get_if<resolve_error>(&resolved)) {
           json data = err->reason.empty() ? json(nullptr) : json{{"reason", err->reason}};
-          finish_one(result_line(c, c.extension, actors::call_result{false, nullptr, io::rpc_error::method_not_found, err->message, data}));
+          finish_one(result_line(c, c.extension, actors::call_error(io::rpc_error::method_not_found, err->message, data)));
           continue;
         }
-        const registered_tool& tool = std::get<registered_tool>(resolved);
-        actors::tool_call call;
-        call.tool_call_id = "call-" + std::to_string(index + 1);
-        call.tool = tool.name;
-        call.input = c.input;
-        call.cwd = options.cwd;
-        call.session_id = options.session_id;
-        actors::check_batch gate{tool.extension, tool.name, call.tool_call_id, options.session_id,
-                                 policy::tool_call_checks(tool.required, c.input)};
+        call_spec spec{std::get<registered_tool>(resolved), {}};
+        spec.call.tool_call_id = "call-" + std::to_string(index + 1);
+        spec.call.tool = spec.tool.name;
+        spec.call.input = c.input;
+        spec.call.cwd = options.cwd;
+        spec.call.session_id = options.session_id;
+        std::string ext = spec.tool.extension;
+        st.running[index] = {ext, spec.call.tool_call_id};
         ++st.inflight;
-        std::string ext = tool.extension;
-        auto sup = host.supervisor(ext);
-        auto done = [self, index, ext, finish_one, again](const actors::call_result& r) {
-          --self->state.inflight;
-          finish_one(result_line(self->state.calls[index], ext, r));
-          (*again)();
-        };
-        // Every call is checked and audited before it reaches the extension.
-        self->request(host.checker(ext), caf::infinite, actors::check_atom::value, std::move(gate))
-            .then(
-                [self, sup, done, call = std::move(call)](actors::check_outcome& verdict) mutable {
-                  if (!verdict.allowed) {
-                    done(actors::call_result{false, nullptr, io::rpc_error::denied, verdict.reason,
-                                             json{{"capability", verdict.capability}, {"reason", verdict.reason}}});
-                    return;
-                  }
-                  self->request(sup, caf::infinite, actors::execute_atom::value, std::move(call))
-                      .then([done](actors::call_result& r) { done(r); },
-                            [self, done](caf::error& e) {
-                              done(actors::call_result{false, nullptr, io::rpc_error::crashed,
-                                                       "the extension's supervisor is gone: " + self->system().render(e), nullptr});
-                            });
-                },
-                [self, done](caf::error& e) {
-                  done(actors::call_result{false, nullptr, io::rpc_error::denied,
-                                           "the capability checker failed: " + self->system().render(e), nullptr});
-                });
+        run_tool_call(self, host, std::move(spec), options.mode, options.approver,
+                      [self, index, ext, finish_one, quit, again](call_outcome o) {
+                        auto& s = self->state;
+                        --s.inflight;
+                        s.running.erase(index);
+                        finish_one(result_line(s.calls[index], ext, o.result, o.rejected));
+                        if (o.quit) quit();
+                        (*again)();
+                      });
       }
       if (st.inflight == 0 && st.next == st.calls.size() && st.done.pending()) {
+        if (options.progress) show_progress(st, true);
         st.done.deliver(st.summary);
         self->quit();
       }
@@ -189,7 +210,8 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
   self->request(driver, caf::infinite, run_atom::value)
       .receive([&](batch_summary& s) { summary = s; }, [&](caf::error&) { summary.exit_code = 1; });
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (summary.error + summary.cancelled > 0) summary.exit_code = 4;
+  if (summary.quit) summary.exit_code = 130;
+  else if (summary.error + summary.cancelled > 0) summary.exit_code = 4;
   else if (summary.denied + summary.rejected > 0) summary.exit_code = 3;
   return summary;
 }

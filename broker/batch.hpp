@@ -9,7 +9,9 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/approval.hpp"
 #include "broker/extension_host.hpp"
+#include "broker/hitl_mode.hpp"
 
 namespace dhara::broker {
 
@@ -30,13 +32,17 @@ struct batch_options {
   std::size_t concurrency = 1;     ///< calls in flight at once (-j)
   std::string session_id;
   std::string cwd;
+  hitl_mode mode = hitl_mode::automatic;
+  actors::hitl_actor approver{};   ///< answers approve/review questions (the terminal)
+  bool progress = false;           ///< a progress line on stderr (a terminal) for long batches
 };
 
 /// What the batch did.
 struct batch_summary {
   std::size_t ok = 0, error = 0, denied = 0, rejected = 0, cancelled = 0;
+  bool quit = false;               ///< the user answered q: in-flight calls were cancelled
   double seconds = 0;
-  int exit_code = 0;               ///< 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
+  int exit_code = 0;               ///< 130 (quit) > 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
 };
 
 /// Runs the calls through the host's extensions, writing result lines to `out` as they finish.

@@ -92,8 +92,28 @@ std::vector<std::string> extension_environment(const std::string& name, bool ful
   return out;
 }
 
-extension_host::extension_host(caf::actor_system& sys, const loaded_policy& policy)
-    : sys_(sys), policy_(policy), loop_(std::make_shared<io::event_loop>()) {}
+extension_host::extension_host(caf::actor_system& sys, const loaded_policy& policy, host_options options)
+    : sys_(sys), policy_(policy), loop_(std::make_shared<io::event_loop>()), options_(options) {}
+
+void extension_host::set_approver(const actors::hitl_actor& approver) {
+  for (const auto& c : checkers_) caf::anon_send(c, actors::approver_atom::value, approver);
+}
+
+policy::result<bool> extension_host::record_approval(const std::string& extension, const std::string& capability) const {
+  for (const discovered_extension& e : policy_.extensions) {
+    if (e.manifest.name != extension) continue;
+    auto written = io::update_permissions(io::permissions_path(policy_.where.dhara_home),
+                                          [&](policy::permissions& p) -> policy::result<bool> {
+      auto r = policy::record(p, extension, capability, policy::permission_state::approved, e.manifest.version,
+                              e.folder, policy::format_timestamp(io::wall_clock_ms()));
+      if (!r) return r.err();
+      return true;
+    });
+    if (!written) return written.err();
+    return true;
+  }
+  return policy::error{policy::errc::invalid_value, "no extension named '" + extension + "' is loaded"};
+}
 
 extension_host::~extension_host() { shutdown(); }
 
@@ -118,6 +138,7 @@ void extension_host::start() {
   store_cfg.inputs = policy_.inputs;
   store_cfg.checkers = checkers_;
   store_cfg.first_generation = policy_.snapshot->generation;
+  store_cfg.first = policy_.snapshot;
   store_ = actors::spawn_permissions_store(sys_, loop_, std::move(store_cfg));
 
   const char* path_env = std::getenv("PATH");
@@ -219,7 +240,7 @@ void extension_host::start() {
   }
   if (!refusals.empty()) self->request(audit_, caf::infinite, actors::append_atom::value, std::move(refusals))
                              .receive([](actors::audit_ack&) {}, [](caf::error&) {});
-  if (policy_.snapshot->interactive) ask_for_pending_capabilities();
+  if (policy_.snapshot->interactive && options_.prompt_at_load) ask_for_pending_capabilities();
 }
 
 void extension_host::ask_for_pending_capabilities() {

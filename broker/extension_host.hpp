@@ -54,9 +54,16 @@ class interpreter_cache {
 /// `environ`, plus DHARA_EXTENSION=<name>; everything only with secrets:env approved.
 std::vector<std::string> extension_environment(const std::string& name, bool full, char** environ_);
 
+/// How a session treats the human.
+struct host_options {
+  /// Ask on the terminal for pending capabilities when the extensions load (an interactive
+  /// CLI session). `serve` asks its client at the first call instead.
+  bool prompt_at_load = true;
+};
+
 class extension_host {
  public:
-  extension_host(caf::actor_system& sys, const loaded_policy& policy);
+  extension_host(caf::actor_system& sys, const loaded_policy& policy, host_options options = {});
   ~extension_host();
 
   /// Starts every loaded extension in parallel; returns once each is ready or failed and, in
@@ -80,6 +87,16 @@ class extension_host {
   }
   /// The permissions store (it pushes a new snapshot to the checker when the file changes).
   actors::permissions_store_actor permissions_store() const { return store_; }
+  /// Who answers a pending capability at check time (verdict `ask`): the terminal approval
+  /// actor or a serve client. Without one, a pending capability is denied.
+  void set_approver(const actors::hitl_actor& approver);
+  /// The audit writer's append interface (for decisions made outside the checker: the user
+  /// rejecting a call or a result).
+  actors::audit_sink_actor audit() const { return audit_; }
+  /// Records `capability` as approved for `extension` in permissions.json (bound to its
+  /// version and folder, like an answer at a load prompt). The caller then asks the store to
+  /// reload. Errors name the file and what is wrong.
+  policy::result<bool> record_approval(const std::string& extension, const std::string& capability) const;
   /// Tools refused at load (they require more than their manifest declares), with the reason.
   const std::map<std::string, std::string>& refused_tools() const { return refused_; }
   /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.
@@ -105,6 +122,7 @@ class extension_host {
   std::vector<actors::extension_info> infos_;
   std::map<std::string, std::vector<registered_tool>> by_bare_name_;
   std::map<std::string, registered_tool> by_qualified_name_;
+  host_options options_;
   bool stopped_ = false;
   bool quit_ = false;
 };

@@ -3,16 +3,17 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <string>
 
-#include "broker/batch.hpp"
 #include <CLI/CLI.hpp>
 
+#include "broker/batch.hpp"
 #include "cli/commands.hpp"
 #include "cli/session.hpp"
 #include "io/files.hpp"
+#include "io/terminal.hpp"
 
 namespace dhara::cli {
 namespace {
@@ -35,8 +36,16 @@ bool read_stdin(std::string& out) {
 namespace {
 
 int run_calls(const global_options& g, const std::string& calls_file, std::size_t concurrency, const std::string& mode) {
-  if (mode != "auto") {
-    std::fprintf(stderr, "dhara: --mode %s needs a terminal and arrives with the CLI issue; use --mode auto\n", mode.c_str());
+  broker::hitl_mode hitl = broker::hitl_mode::automatic;
+  if (!broker::parse_hitl_mode(mode, hitl)) {
+    std::fprintf(stderr, "dhara: --mode '%s' is not a mode; use auto, approve or review\n", mode.c_str());
+    return 2;
+  }
+  // Approve and review ask a human at every call: refused at start without one (DESIGN §6).
+  bool can_ask = !g.no_prompt && io::terminal_available();
+  if (hitl != broker::hitl_mode::automatic && !can_ask) {
+    std::fprintf(stderr, "dhara: --mode %s asks you about every call, but %s; run it in a terminal, or use --mode auto\n",
+                 mode.c_str(), g.no_prompt ? "--no-prompt forbids asking" : "there is no terminal to ask on");
     return 2;
   }
   std::string text;
@@ -61,10 +70,18 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   opts.concurrency = concurrency;
   opts.cwd = s->policy.where.cwd;
   opts.session_id = "batch-" + std::to_string(::getpid());
+  opts.mode = hitl;
+  opts.progress = hitl == broker::hitl_mode::automatic && ::isatty(2) == 1;
+  if (can_ask) {
+    // One approval actor owns the terminal: approve/review questions and pending capabilities.
+    auto approver = actors::spawn_approval(*s->sys);
+    opts.approver = approver;
+    s->host->set_approver(approver);
+  }
   std::size_t total = calls.size();
   broker::batch_summary sum = broker::run_batch(*s->sys, *s->host, std::move(calls), opts, stdout);
-  std::fprintf(stderr, "dhara: %zu calls in %.2f s: %zu ok, %zu error, %zu denied, %zu cancelled\n", total, sum.seconds,
-               sum.ok, sum.error, sum.denied, sum.cancelled);
+  std::fprintf(stderr, "dhara: %zu calls in %.2f s: %zu ok, %zu error, %zu denied, %zu rejected, %zu cancelled%s\n", total,
+               sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled, sum.quit ? " (you quit)" : "");
   return sum.exit_code;
 }
 

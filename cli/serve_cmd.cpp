@@ -1,10 +1,197 @@
-// `dhara serve --stdio`: the JSON-RPC 2.0 server for an agent core.
-#include <CLI/CLI.hpp>
+// `dhara serve --stdio [--mode auto|approve|review]`: the JSON-RPC 2.0 server for an agent
+// core (DESIGN §9 "Serve protocol", docs/serve-protocol.md). This thread reads stdin: until
+// `initialize` it answers by itself; `initialize` opens the session (in the client's cwd);
+// then every message goes to the server actor. The session ends on `shutdown` or EOF (exit 0)
+// or on a `quit` decision (exit 130).
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <caf/actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include "broker/serve.hpp"
 #include "cli/commands.hpp"
+#include "cli/session.hpp"
 
 namespace dhara::cli {
+namespace {
 
-void add_serve_command(CLI::App&, command_context&) {}
+using json = nlohmann::json;
+
+// Longest client line accepted; a longer one is answered -32700 and skipped.
+constexpr std::size_t max_client_line = 8u << 20;
+
+// Ends the session from any thread: the first code wins, and the read loop wakes up.
+class session_end {
+ public:
+  session_end() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~session_end() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void signal(int code) {
+    int expected = -1;
+    if (!code_.compare_exchange_strong(expected, code)) return;
+    std::uint64_t one = 1;
+    if (::write(fd_, &one, sizeof one) < 0) { /* the loop also polls code() */ }
+  }
+  int fd() const { return fd_; }
+  int code() const { return code_.load(); }
+
+ private:
+  int fd_;
+  std::atomic<int> code_{-1};
+};
+
+struct server_session {
+  std::unique_ptr<session> s;
+  caf::actor server;
+};
+
+// `initialize`: validates the params, opens the session and starts the server actor.
+void initialize(const global_options& g, const io::rpc_request& req, const std::string& cli_mode,
+                broker::serve_output& out, session_end& end, server_session& open) {
+  const json& p = req.params;
+  if (!p.is_null() && !p.is_object())
+    return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params, "initialize params must be an object"));
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    if (!p.is_object() || !p.contains(key) || p[key].is_null()) return std::string();
+    if (!p[key].is_string()) return std::nullopt;
+    return p[key].get<std::string>();
+  };
+  auto cwd = text("cwd"), session_id = text("sessionId"), mode = text("mode");
+  if (!cwd || !session_id || !mode)
+    return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params,
+                                           "initialize takes strings: {\"cwd\"?, \"sessionId\"?, \"mode\"?}"));
+  broker::serve_config cfg;
+  if (!broker::parse_hitl_mode(mode->empty() ? cli_mode : *mode, cfg.mode))
+    return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params,
+                                           "mode '" + *mode + "' is not a mode; use auto, approve or review"));
+  std::error_code ec;
+  if (!cwd->empty() && (cwd->front() != '/' || !std::filesystem::is_directory(*cwd, ec)))
+    return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params,
+                                           "cwd '" + *cwd + "' is not an absolute path to a directory"));
+  cfg.can_ask = !g.no_prompt;
+  std::string error;
+  int rc = 0;
+  session_options so;
+  so.cwd = *cwd;
+  so.interactive = cfg.can_ask;  // the client answers where a terminal would
+  so.prompt_at_load = false;     // asked at the first call that needs it, through the client
+  so.error = &error;
+  auto s = open_session(g, rc, so);
+  if (!s)
+    return out.write_line(io::encode_error(req.id, -32000, "the session could not be opened: " + error,
+                                           {{"reason", error}}));
+  cfg.cwd = s->policy.where.cwd;
+  cfg.session_id = session_id->empty() ? "serve-" + std::to_string(::getpid()) : *session_id;
+  open.server = broker::spawn_server(*s->sys, *s->host, out, cfg, [&end](int code) { end.signal(code); });
+  if (cfg.can_ask) s->host->set_approver(caf::actor_cast<actors::hitl_actor>(open.server));
+  json result = broker::initialize_result();
+  result["warnings"] = s->policy.warnings;
+  open.s = std::move(s);
+  out.write_line(io::encode_result(req.id, result));
+}
+
+// One client line.
+void on_line(const global_options& g, std::string_view line, const std::string& cli_mode, broker::serve_output& out,
+             session_end& end, server_session& open) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+  auto msg = io::parse_rpc(line);
+  if (!msg) return out.write_line(io::encode_error(nullptr, io::rpc_error_code(msg.err()), msg.err().message));
+  if (open.s) return broker::send_to_server(open.server, std::move(*msg));
+  auto* req = std::get_if<io::rpc_request>(&*msg);
+  if (!req) return;  // notifications and stray responses before initialize mean nothing
+  if (req->method == "initialize") return initialize(g, *req, cli_mode, out, end, open);
+  if (req->method == "shutdown") {
+    out.write_line(io::encode_result(req->id, {{"status", "ok"}}));
+    return end.signal(0);
+  }
+  out.write_line(io::encode_error(req->id, io::rpc_error::invalid_request,
+                                  "the server is not initialized; send initialize first"));
+}
+
+int serve(const global_options& g, const std::string& mode) {
+  broker::hitl_mode parsed;
+  if (!broker::parse_hitl_mode(mode, parsed)) {
+    std::fprintf(stderr, "dhara: --mode '%s' is not a mode; use auto, approve or review\n", mode.c_str());
+    return 2;
+  }
+  broker::serve_output out(1);
+  session_end end;
+  server_session open;
+  std::string buffer;
+  bool skipping = false;  // inside a line that was too long
+  char chunk[65536];
+  while (end.code() < 0) {
+    pollfd fds[2] = {{0, POLLIN, 0}, {end.fd(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents) break;
+    if (!fds[0].revents) continue;
+    ssize_t n = ::read(0, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      end.signal(0);  // EOF is a shutdown
+      break;
+    }
+    buffer.append(chunk, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (skipping) {
+        skipping = false;
+        continue;
+      }
+      on_line(g, std::string_view(buffer).substr(start, nl - start), mode, out, end, open);
+      if (end.code() >= 0) break;
+    }
+    buffer.erase(0, start);
+    if (buffer.size() > max_client_line) {
+      out.write_line(io::encode_error(nullptr, io::rpc_error::parse,
+                                      "a line longer than " + std::to_string(max_client_line) + " bytes was skipped"));
+      buffer.clear();
+      skipping = true;
+    }
+  }
+  int code = end.code() < 0 ? 0 : end.code();
+  if (open.s) {
+    broker::stop_server(open.server);
+    open.s->host->shutdown();  // every extension stopped before the exit code is returned
+  }
+  return code;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, command_context& ctx) {
+  struct options {
+    bool stdio = false;
+    std::string mode = "auto";
+  };
+  auto o = std::make_shared<options>();
+  auto* serve_cmd = app.add_subcommand("serve", "Serve an agent core: JSON-RPC 2.0 over stdin/stdout");
+  serve_cmd->add_flag("--stdio", o->stdio, "Speak on stdin/stdout (the only transport)")->required();
+  serve_cmd->add_option("--mode", o->mode, "auto, approve (ask the client before each call) or review (ask after); "
+                                           "initialize's mode wins")
+      ->check(CLI::IsMember({"auto", "approve", "review"}));
+  serve_cmd->footer(
+      "Example:\n"
+      "  printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}' \\\n"
+      "                '{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}' | dhara serve --stdio\n"
+      "The protocol, with a complete exchange: docs/serve-protocol.md\n"
+      "Exit codes: 0 after shutdown or EOF, 2 usage, 130 the client answered quit");
+  serve_cmd->callback([&ctx, o] { ctx.action = [&ctx, o] { return serve(ctx.g, o->mode); }; });
+}
 
 }  // namespace dhara::cli

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -19,18 +20,26 @@ session::~session() {
   sys.reset();
 }
 
-std::unique_ptr<session> open_session(const global_options& g, int& exit_code) {
-  auto where = io::discover_locations();
-  if (!where) {
-    std::fprintf(stderr, "dhara: %s\n", where.err().message.c_str());
+std::unique_ptr<session> open_session(const global_options& g, int& exit_code, const session_options& options) {
+  auto fail = [&](const std::string& message) -> std::unique_ptr<session> {
+    if (options.error) *options.error = message;
+    else std::fprintf(stderr, "dhara: %s\n", message.c_str());
     exit_code = 2;
     return nullptr;
-  }
+  };
+  auto where = options.cwd.empty() ? io::discover_locations() : [&] {
+    const char* home = std::getenv("HOME");
+    const char* dhara_home = std::getenv("DHARA_HOME");
+    return io::discover_locations(home ? home : "", dhara_home ? dhara_home : "", options.cwd);
+  }();
+  if (!where) return fail(where.err().message);
   io::init_logging(where->dhara_home, g.verbose);
   // A session may prompt when it has a terminal: stdin is one, or /dev/tty opens (stdin
   // carries the batch) — and --no-prompt is absent (DESIGN §9).
   bool interactive = false;
-  if (!g.no_prompt) {
+  if (options.interactive) {
+    interactive = *options.interactive;
+  } else if (!g.no_prompt) {
     interactive = ::isatty(0) == 1;
     if (!interactive) {
       int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -39,11 +48,7 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code) {
     }
   }
   auto loaded = broker::load_policy(*where, interactive);
-  if (!loaded) {
-    std::fprintf(stderr, "dhara: %s\n", loaded.err().message.c_str());
-    exit_code = 2;
-    return nullptr;
-  }
+  if (!loaded) return fail(loaded.err().message);
   for (const std::string& w : loaded->warnings) spdlog::warn("{}", w);
   auto s = std::make_unique<session>();
   s->policy = std::move(*loaded);
@@ -51,7 +56,7 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code) {
   s->cfg.set("scheduler.max-threads", 2);
   s->cfg.set("scheduler.policy", caf::atom("sharing"));
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
-  s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy);
+  s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy, broker::host_options{options.prompt_at_load});
   s->host->start();
   if (s->host->quit_requested()) {
     exit_code = 130;  // the user quit at a prompt

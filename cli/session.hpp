@@ -25,8 +25,16 @@ struct session {
   ~session();
 };
 
+/// How a command wants its session.
+struct session_options {
+  std::string cwd;                  ///< the session's working directory; empty: the process's
+  std::optional<bool> interactive;  ///< who may be asked; default: a terminal is there and no --no-prompt
+  bool prompt_at_load = true;       ///< ask about pending capabilities on the terminal at load
+  std::string* error = nullptr;     ///< set: the failure sentence goes here instead of stderr
+};
+
 /// Loads the policy and starts every extension. On failure prints one sentence to stderr and
 /// returns the exit code (2: configuration) in `exit_code`.
-std::unique_ptr<session> open_session(const global_options& g, int& exit_code);
+std::unique_ptr<session> open_session(const global_options& g, int& exit_code, const session_options& options = {});
 
 }  // namespace dhara::cli

@@ -1,6 +1,8 @@
 // The checks a tool call needs (DESIGN §9 "Tool-call gate").
 #include "policy/tool_gate.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <array>
 
@@ -74,6 +76,47 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
     }
   }
   return with_bare_checks();
+}
+
+namespace {
+
+std::string printable(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view arg) {
+  bool plain = !arg.empty();
+  for (char c : arg)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:=@%+-").find(c) != std::string_view::npos))
+      plain = false;
+  if (plain) return std::string(arg);
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+call_subject approval_subject(const nlohmann::json& input) {
+  if (!input.is_object()) return {};
+  for (const char* key : {"path", "file", "filePath", "url", "command", "argv", "query", "pattern"}) {
+    auto it = input.find(key);
+    if (it == input.end()) continue;
+    std::string_view k(key);
+    if (it->is_string()) return {printable(it->get_ref<const std::string&>()), k == "path" || k == "file" || k == "filePath"};
+    if ((k == "argv" || k == "command") && it->is_array()) {
+      std::string joined;
+      for (const nlohmann::json& a : *it)
+        joined += (joined.empty() ? "" : " ") + shell_quote(a.is_string() ? a.get_ref<const std::string&>() : a.dump());
+      return {printable(joined), false};
+    }
+  }
+  for (const auto& [key, value] : input.items())
+    if (value.is_string()) return {printable(key + "=" + value.get<std::string>()), false};
+  return {};
 }
 
 }  // namespace dhara::policy

@@ -41,4 +41,18 @@ struct gate_check {
 /// the wrong type yields a check that denies (any doubt denies).
 std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann::json& input);
 
+/// What approve mode shows for a call (DESIGN §9 "Approve-mode subject").
+struct call_subject {
+  std::string text;      ///< shown after `[<tool>] `; empty when the input has no string at all
+  bool is_path = false;  ///< from `path`, `file` or `filePath`: an existing file adds its line count
+};
+
+/// The first present of `path`, `file`, `filePath`, `url`, `command`, `argv` (joined,
+/// shell-quoted), `query`, `pattern`; else the first string input as `key=value`. Control
+/// characters are shown as `?` so a subject cannot move the cursor or fake a prompt.
+call_subject approval_subject(const nlohmann::json& input);
+
+/// `arg` quoted for a POSIX shell when it needs quoting ('…' with '\'' for quotes).
+std::string shell_quote(std::string_view arg);
+
 }  // namespace dhara::policy

@@ -53,7 +53,7 @@ struct enforcement_fixture {
   // Runs one batch and returns its result lines.
   std::vector<json> run(broker::extension_host& host, const std::string& calls) {
     std::FILE* out = std::tmpfile();
-    broker::run_batch(sys, host, broker::parse_batch(calls), {1, "test-session", home.project().string()}, out);
+    broker::run_batch(sys, host, broker::parse_batch(calls), {.concurrency = 1, .session_id = "test-session", .cwd = home.project().string()}, out);
     std::rewind(out);
     std::string text;
     char buf[4096];

@@ -108,7 +108,7 @@ TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer",
       calls.push_back(c);
     }
     std::FILE* out = std::tmpfile();
-    auto sum = broker::run_batch(sys, host, calls, {8, "s", home.project().string()}, out);
+    auto sum = broker::run_batch(sys, host, calls, {.concurrency = 8, .session_id = "s", .cwd = home.project().string()}, out);
     CHECK(sum.ok == 50);
     CHECK(sum.exit_code == 0);
     std::fclose(out);
@@ -137,7 +137,7 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
       "{\"tool\": \"nope\"}\n");
   REQUIRE(calls.size() == 6);
   std::FILE* out = std::tmpfile();
-  auto sum = broker::run_batch(sys, host, calls, {4, "s", home.project().string()}, out);
+  auto sum = broker::run_batch(sys, host, calls, {.concurrency = 4, .session_id = "s", .cwd = home.project().string()}, out);
   std::rewind(out);
   std::string text;
   char buf[4096];
@@ -157,7 +157,7 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
   CHECK(sum.exit_code == 4);
   // The next call to the crashed extension runs on its restarted process.
   std::FILE* again = std::tmpfile();
-  auto next = broker::run_batch(sys, host, broker::parse_batch("{\"tool\": \"ok\"}\n"), {1, "s", home.project().string()}, again);
+  auto next = broker::run_batch(sys, host, broker::parse_batch("{\"tool\": \"ok\"}\n"), {.concurrency = 1, .session_id = "s", .cwd = home.project().string()}, again);
   std::fclose(again);
   CHECK(next.ok == 1);
   CHECK(next.exit_code == 0);

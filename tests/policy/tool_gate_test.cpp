@@ -88,3 +88,42 @@ TEST_CASE("values of the wrong type produce checks that deny", "[policy][gate]")
   CHECK_FALSE(check_url(compile_domain_rules(std::nullopt), checks[1].subject).allowed());
   CHECK_FALSE(check_argv(compile_command_rules(std::nullopt), checks[2].argv, nullptr).allowed());
 }
+
+TEST_CASE("approve mode shows the subject DESIGN names, in its order", "[policy][gate]") {
+  struct row {
+    json input;
+    std::string text;
+    bool is_path;
+  };
+  const std::vector<row> rows = {
+      {{{"path", "src/auth.ts"}, {"url", "https://x.org"}}, "src/auth.ts", true},
+      {{{"file", "a.txt"}}, "a.txt", true},
+      {{{"filePath", "/abs/b.md"}}, "/abs/b.md", true},
+      {{{"query", "q"}, {"url", "https://x.org/a"}}, "https://x.org/a", false},
+      {{{"command", "git status"}}, "git status", false},
+      {{{"argv", {"git", "commit", "-m", "fix it", "it's"}}}, "git commit -m 'fix it' 'it'\\''s'", false},
+      {{{"command", {"ls", "-la", "a;b"}}}, "ls -la 'a;b'", false},
+      {{{"query", "select"}, {"pattern", "p"}}, "select", false},
+      {{{"pattern", "TODO"}}, "TODO", false},
+      {{{"ms", 5}, {"text", "hi"}}, "text=hi", false},
+      {{{"ms", 5}}, "", false},
+      {json::object(), "", false},
+      {{{"path", "evil\x1b[2Jname\n"}}, "evil?[2Jname?", true},  // no escape sequences reach the terminal
+  };
+  for (const row& r : rows) {
+    INFO(r.input.dump());
+    call_subject s = approval_subject(r.input);
+    CHECK(s.text == r.text);
+    CHECK(s.is_path == r.is_path);
+  }
+}
+
+TEST_CASE("shell quoting leaves plain words alone and quotes the rest", "[policy][gate]") {
+  CHECK(shell_quote("git") == "git");
+  CHECK(shell_quote("a/b.c:d=e@f%g+h-i_j") == "a/b.c:d=e@f%g+h-i_j");
+  CHECK(shell_quote("") == "''");
+  CHECK(shell_quote("a b") == "'a b'");
+  CHECK(shell_quote("a,b") == "'a,b'");
+  CHECK(shell_quote("$(x)") == "'$(x)'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+}

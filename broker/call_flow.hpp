@@ -1,0 +1,177 @@
+// One tool call from a resolved tool to its result, shared by the batch runner and serve:
+// the gate (checker: decided and audited) → in approve mode the human's yes → the extension →
+// in review mode the human's look at the result. Every human decision is audited (decidedBy
+// user) and released only once its entry is written. Include only from .cpp files that
+// already pull in caf/all.hpp: this is a template over the calling actor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/approval.hpp"
+#include "broker/extension_host.hpp"
+#include "broker/hitl_mode.hpp"
+#include "io/files.hpp"
+#include "io/jsonrpc.hpp"
+#include "policy/tool_gate.hpp"
+
+namespace dhara::broker {
+
+/// A call ready to run: the tool it resolved to and the call the extension gets.
+struct call_spec {
+  registered_tool tool;
+  actors::tool_call call;
+};
+
+/// How a call ended.
+struct call_outcome {
+  actors::call_result result;
+  bool rejected = false;  ///< the user said no (approve) or rejected the result (review)
+  bool quit = false;      ///< the user answered q: the session ends with 130
+};
+
+/// The text approve mode shows after `[tool] `: the subject, plus `(N lines)` for an existing
+/// regular file (a relative path is taken from `cwd`).
+std::string shown_subject(const nlohmann::json& input, const std::string& cwd);
+
+/// A result as review mode shows it: its text content, cut to `max_lines` lines of at most
+/// `max_columns` characters, with a line saying how much was left out.
+std::string shown_result(const actors::call_result& r, std::size_t max_lines, std::size_t max_columns);
+
+/// The result a rejection returns to the caller: isError, with `text` as its content.
+nlohmann::json rejection_result(const std::string& text);
+
+/// The audit entry of a human decision about a call: decidedBy user, details {prompt:
+/// "approve"|"review", subject}.
+policy::audit_entry human_decision_entry(const call_spec& spec, std::string_view prompt, bool allowed,
+                                         const std::string& reason);
+
+namespace detail {
+
+template <class Self, class Done>
+void audit_then(Self* self, const extension_host& host, policy::audit_entry entry, Done next) {
+  std::vector<policy::audit_entry> entries{std::move(entry)};
+  self->request(host.audit(), caf::infinite, actors::append_atom::value, std::move(entries))
+      .then([next](actors::audit_ack& ack) mutable { next(ack.error); },
+            [self, next](caf::error& e) mutable { next("the audit writer is gone: " + self->system().render(e)); });
+}
+
+inline call_outcome denied_by_audit(const std::string& error) {
+  return {actors::call_error(io::rpc_error::denied, "the decision could not be audited: " + error,
+                             {{"capability", nullptr}, {"reason", error}}),
+          false, false};
+}
+
+template <class Self, class Done>
+void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> spec, actors::hitl_actor approver,
+            actors::call_result r, Done done) {
+  if (!r.ok) return done(call_outcome{std::move(r), false, false});  // errors are not reviewed
+  actors::hitl_question q;
+  q.kind = actors::question_kind::result;
+  q.extension = spec->tool.extension;
+  q.tool = spec->tool.name;
+  q.tool_call_id = spec->call.tool_call_id;
+  q.subject = policy::approval_subject(spec->call.input).text;
+  q.status = r.result.is_object() && r.result.value("isError", false) ? "error" : "ok";
+  q.shown = shown_result(r, 20, 160);
+  q.result = r.result;
+  auto result = std::make_shared<actors::call_result>(std::move(r));
+  self->request(approver, caf::infinite, actors::question_atom::value, std::move(q))
+      .then(
+          [self, &host, spec, result, done](actors::hitl_answer& a) mutable {
+            if (a.decision == actors::hitl_decision::allow || a.decision == actors::hitl_decision::always)
+              return done(call_outcome{std::move(*result), false, false});
+            if (a.decision == actors::hitl_decision::quit) return done(call_outcome{std::move(*result), false, true});
+            std::string why = a.decision == actors::hitl_decision::deny ? "result rejected by reviewer"
+                                                                       : "result rejected: " + a.failure;
+            audit_then(self, host, human_decision_entry(*spec, "review", false, why), [why, done](const std::string& error) mutable {
+              if (!error.empty()) return done(denied_by_audit(error));
+              done(call_outcome{{true, rejection_result(why), 0, {}, nullptr}, true, false});
+            });
+          },
+          [done](caf::error&) mutable {
+            done(call_outcome{{true, rejection_result("result rejected: the review prompt was lost"), 0, {}, nullptr}, true,
+                              false});
+          });
+}
+
+template <class Self, class Done>
+void execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> spec, hitl_mode mode,
+             actors::hitl_actor approver, Done done) {
+  auto sup = host.supervisor(spec->tool.extension);
+  self->request(sup, caf::infinite, actors::execute_atom::value, spec->call)
+      .then(
+          [self, &host, spec, mode, approver, done](actors::call_result& r) mutable {
+            if (mode == hitl_mode::review) return review(self, host, spec, approver, std::move(r), done);
+            done(call_outcome{std::move(r), false, false});
+          },
+          [self, done](caf::error& e) mutable {
+            done(call_outcome{actors::call_error(io::rpc_error::crashed,
+                                                 "the extension's supervisor is gone: " + self->system().render(e)),
+                              false, false});
+          });
+}
+
+template <class Self, class Done>
+void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> spec,
+                      actors::hitl_actor approver, Done done) {
+  actors::hitl_question q;
+  q.kind = actors::question_kind::tool;
+  q.extension = spec->tool.extension;
+  q.tool = spec->tool.name;
+  q.tool_call_id = spec->call.tool_call_id;
+  q.subject = shown_subject(spec->call.input, spec->call.cwd);
+  self->request(approver, caf::infinite, actors::question_atom::value, std::move(q))
+      .then(
+          [self, &host, spec, approver, done](actors::hitl_answer& a) mutable {
+            using actors::hitl_decision;
+            if (a.decision == hitl_decision::quit)
+              return done(call_outcome{actors::call_error(io::rpc_error::cancelled, "cancelled: the user quit"), false, true});
+            bool yes = a.decision == hitl_decision::allow || a.decision == hitl_decision::always;
+            // A lost prompt is a no (fail closed), with the reason.
+            std::string why = yes ? std::string() : a.decision == hitl_decision::deny ? "rejected by user"
+                                                                                     : "rejected: " + a.failure;
+            audit_then(self, host, human_decision_entry(*spec, "approve", yes, why),
+                       [self, &host, spec, approver, yes, why, done](const std::string& error) mutable {
+                         if (!error.empty()) return done(denied_by_audit(error));
+                         if (!yes) return done(call_outcome{{true, rejection_result(why), 0, {}, nullptr}, true, false});
+                         execute(self, host, spec, hitl_mode::approve, approver, done);
+                       });
+          },
+          [done](caf::error&) mutable {
+            done(call_outcome{{true, rejection_result("rejected: the approval prompt was lost"), 0, {}, nullptr}, true, false});
+          });
+}
+
+}  // namespace detail
+
+/// Runs one call; `done(call_outcome)` is called exactly once, in `self`'s context. `host`
+/// must outlive the call. `approver` answers approve and review questions (unused in auto).
+template <class Self, class Done>
+void run_tool_call(Self* self, const extension_host& host, call_spec spec, hitl_mode mode,
+                   actors::hitl_actor approver, Done done) {
+  auto shared = std::make_shared<call_spec>(std::move(spec));
+  actors::check_batch gate{shared->tool.extension, shared->tool.name, shared->call.tool_call_id, shared->call.session_id,
+                           policy::tool_call_checks(shared->tool.required, shared->call.input)};
+  // Every call is checked and audited before anyone is asked or it reaches the extension.
+  self->request(host.checker(shared->tool.extension), caf::infinite, actors::check_atom::value, std::move(gate))
+      .then(
+          [self, &host, shared, mode, approver, done](actors::check_outcome& verdict) mutable {
+            if (!verdict.allowed)
+              return done(call_outcome{actors::call_error(io::rpc_error::denied, verdict.reason,
+                                                          {{"capability", verdict.capability}, {"reason", verdict.reason}}),
+                                       false, false});
+            if (mode == hitl_mode::approve) return detail::ask_then_execute(self, host, shared, approver, done);
+            detail::execute(self, host, shared, mode, approver, done);
+          },
+          [self, done](caf::error& e) mutable {
+            done(call_outcome{actors::call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e)),
+                              false, false});
+          });
+}
+
+}  // namespace dhara::broker

@@ -1,0 +1,322 @@
+// The serve protocol's server actor (see serve.hpp and docs/serve-protocol.md).
+#include "broker/serve.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "broker/call_flow.hpp"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::io::rpc_message)
+
+namespace dhara::broker {
+namespace {
+
+using json = nlohmann::json;
+using rpc_atom = caf::atom_constant<caf::atom("rpc")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+struct inflight_call {
+  json rpc_id;
+  std::string extension;
+};
+
+struct open_question {
+  caf::typed_response_promise<actors::hitl_answer> rp;
+  actors::hitl_question question;
+};
+
+struct server_state {
+  const extension_host* host = nullptr;
+  serve_output* out = nullptr;
+  serve_config cfg;
+  std::function<void(int)> end;
+  std::map<std::string, inflight_call> calls;         // toolCallId → who asked
+  std::map<std::string, open_question> questions;     // approval/request id → the asker
+  std::set<std::string> always_tools;                 // "ext/tool" the client approved for the session
+  std::uint64_t next_call = 0;
+  std::uint64_t next_question = 0;
+  bool quitting = false;
+  static inline const char* name = "serve";
+};
+
+using server_ptr = caf::stateful_actor<server_state>*;
+
+void reply(server_ptr self, const json& id, const json& result) {
+  self->state.out->write_line(io::encode_result(id, result));
+}
+
+void reply_error(server_ptr self, const json& id, int code, const std::string& message, const json& data = nullptr) {
+  self->state.out->write_line(io::encode_error(id, code, message, data));
+}
+
+// Cancels every call in flight and answers every open question with quit.
+void cancel_everything(server_ptr self) {
+  auto& st = self->state;
+  for (const auto& [id, call] : st.calls)
+    if (auto sup = st.host->supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, id);
+  for (auto& [id, q] : st.questions) q.rp.deliver(actors::hitl_answer{actors::hitl_decision::quit, {}});
+  st.questions.clear();
+}
+
+void quit(server_ptr self) {
+  if (self->state.quitting) return;
+  self->state.quitting = true;
+  cancel_everything(self);
+  self->state.end(130);
+}
+
+void start_call(server_ptr self, const json& rpc_id, const json& params) {
+  auto& st = self->state;
+  if (!params.is_object() || !params.contains("tool") || !params["tool"].is_string() ||
+      (params.contains("input") && !params["input"].is_object()) ||
+      (params.contains("toolCallId") && !params["toolCallId"].is_string()))
+    return reply_error(self, rpc_id, io::rpc_error::invalid_params,
+                       "tools/call takes {\"tool\": \"name\", \"input\": {...}, \"toolCallId\"?: \"id\"}");
+  std::string id = params.contains("toolCallId") ? params["toolCallId"].get<std::string>()
+                                                 : "serve-" + std::to_string(++st.next_call);
+  if (st.calls.count(id))
+    return reply_error(self, rpc_id, io::rpc_error::invalid_params, "toolCallId '" + id + "' is already in flight");
+  auto resolved = st.host->resolve(params["tool"].get<std::string>(), "");
+  if (auto* err = std::get_if<resolve_error>(&resolved))
+    return reply_error(self, rpc_id, io::rpc_error::method_not_found, err->message,
+                       err->reason.empty() ? json(nullptr) : json{{"reason", err->reason}});
+  call_spec spec{std::get<registered_tool>(resolved), {}};
+  spec.call.tool_call_id = id;
+  spec.call.tool = spec.tool.name;
+  spec.call.input = params.value("input", json::object());
+  spec.call.cwd = st.cfg.cwd;
+  spec.call.session_id = st.cfg.session_id;
+  spec.call.progress_to = caf::actor_cast<caf::actor>(self);
+  st.calls[id] = {rpc_id, spec.tool.extension};
+  run_tool_call(self, *st.host, std::move(spec), st.cfg.mode, caf::actor_cast<actors::hitl_actor>(self),
+                [self, id, rpc_id](call_outcome o) {
+                  self->state.calls.erase(id);
+                  if (o.result.ok) reply(self, rpc_id, o.result.result);
+                  else reply_error(self, rpc_id, o.result.code, o.result.message, o.result.data);
+                  if (o.quit) quit(self);
+                });
+}
+
+void cancel_call(server_ptr self, const json& params) {
+  auto& st = self->state;
+  std::string only = params.is_object() && params.contains("toolCallId") && params["toolCallId"].is_string()
+                         ? params["toolCallId"].get<std::string>()
+                         : std::string();
+  for (const auto& [id, call] : st.calls) {
+    if (!only.empty() && id != only) continue;
+    if (auto sup = st.host->supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, id);
+  }
+  // A call still waiting for the client's decision is answered no, with the reason.
+  for (auto it = st.questions.begin(); it != st.questions.end();) {
+    if (only.empty() || it->second.question.tool_call_id == only) {
+      it->second.rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the call was cancelled"});
+      it = st.questions.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// The client's answer to an approval/request.
+void answer_question(server_ptr self, const json& id, const json* result, const std::string& error) {
+  auto& st = self->state;
+  if (!id.is_string()) return;
+  auto it = st.questions.find(id.get<std::string>());
+  if (it == st.questions.end()) return;  // late, or not ours: nothing waits for it
+  open_question q = std::move(it->second);
+  st.questions.erase(it);
+  using actors::hitl_decision;
+  std::string decision = result && result->is_object() && result->contains("decision") && (*result)["decision"].is_string()
+                             ? (*result)["decision"].get<std::string>()
+                             : std::string();
+  if (decision == "quit") {
+    q.rp.deliver(actors::hitl_answer{hitl_decision::quit, {}});
+    return quit(self);
+  }
+  if (decision == "allow") return void(q.rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}));
+  if (decision == "deny") return void(q.rp.deliver(actors::hitl_answer{hitl_decision::deny, {}}));
+  if (decision == "always") {
+    if (q.question.kind == actors::question_kind::tool)
+      st.always_tools.insert(q.question.extension + "/" + q.question.tool);
+    if (q.question.kind != actors::question_kind::capability)
+      return void(q.rp.deliver(actors::hitl_answer{hitl_decision::always, {}}));
+    // Recorded in permissions.json like an answer at a prompt; the store then sends every
+    // checker the new snapshot before this call goes on.
+    auto written = st.host->record_approval(q.question.extension, q.question.capability);
+    if (!written) {
+      spdlog::error("cannot record the approval of {} for {}: {}", q.question.capability, q.question.extension,
+                    written.err().message);
+      return void(q.rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}));  // allowed once, as the user said
+    }
+    std::vector<policy::audit_entry> entries{policy::user_decision_entry(
+        io::wall_clock_ms(), q.question.extension, q.question.capability, true, "change", "approve", {})};
+    self->request(st.host->audit(), caf::infinite, actors::append_atom::value, std::move(entries))
+        .then([](actors::audit_ack&) {}, [](caf::error&) {});
+    auto rp = q.rp;
+    self->request(st.host->permissions_store(), caf::infinite, caf::put_atom::value)
+        .then([rp](std::uint64_t) mutable { rp.deliver(actors::hitl_answer{hitl_decision::always, {}}); },
+              [rp](caf::error&) mutable { rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}); });
+    return;
+  }
+  // An error response, or an answer we cannot read: no decision, so no (fail closed).
+  q.rp.deliver(actors::hitl_answer{
+      hitl_decision::lost, !error.empty() ? "the client answered with an error: " + error
+                                          : "the client's answer is not {\"decision\": \"allow\"|\"deny\"|\"always\"|\"quit\"}"});
+}
+
+void handle(server_ptr self, io::rpc_message& message) {
+  auto& st = self->state;
+  if (auto* req = std::get_if<io::rpc_request>(&message)) {
+    if (st.quitting) return reply_error(self, req->id, io::rpc_error::cancelled, "the session is ending: the user quit");
+    if (req->method == "tools/call") return start_call(self, req->id, req->params);
+    if (req->method == "tools/list") {
+      self->request(st.host->permissions_store(), caf::infinite, actors::snapshot_atom::value)
+          .then([self, id = req->id](policy::snapshot_ptr& snap) { reply(self, id, tools_list(*self->state.host, *snap)); },
+                [self, id = req->id](caf::error& e) {
+                  reply_error(self, id, -32603, "the permissions store is gone: " + self->system().render(e));
+                });
+      return;
+    }
+    if (req->method == "tools/cancel") {
+      cancel_call(self, req->params);
+      return reply(self, req->id, json::object());
+    }
+    if (req->method == "shutdown") {
+      reply(self, req->id, {{"status", "ok"}});
+      cancel_everything(self);
+      return st.end(0);
+    }
+    if (req->method == "initialize")
+      return reply_error(self, req->id, io::rpc_error::invalid_request, "the session is already initialized");
+    return reply_error(self, req->id, io::rpc_error::method_not_found,
+                       "unknown method '" + req->method +
+                           "'; the server knows initialize, tools/list, tools/call, tools/cancel and shutdown");
+  }
+  if (auto* note = std::get_if<io::rpc_notification>(&message)) {
+    if (note->method == "tools/cancel") cancel_call(self, note->params);
+    return;  // other notifications are ignored, as JSON-RPC says
+  }
+  if (auto* res = std::get_if<io::rpc_response>(&message)) return answer_question(self, res->id, &res->result, {});
+  if (auto* err = std::get_if<io::rpc_error_response>(&message)) return answer_question(self, err->id, nullptr, err->message);
+}
+
+caf::behavior server(server_ptr self, const extension_host* host, serve_output* out, serve_config cfg,
+                     std::function<void(int)> end) {
+  self->state.host = host;
+  self->state.out = out;
+  self->state.cfg = std::move(cfg);
+  self->state.end = std::move(end);
+  return {
+      [self](rpc_atom, io::rpc_message& message) { handle(self, message); },
+      // A human decision is needed: the client is asked, the asker waits for its answer.
+      [self](actors::question_atom, actors::hitl_question& q) -> caf::typed_response_promise<actors::hitl_answer> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<actors::hitl_answer>();
+        if (st.quitting) {
+          rp.deliver(actors::hitl_answer{actors::hitl_decision::quit, {}});
+          return rp;
+        }
+        if (q.kind == actors::question_kind::tool && st.always_tools.count(q.extension + "/" + q.tool)) {
+          rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
+          return rp;
+        }
+        if (q.kind == actors::question_kind::capability && !st.cfg.can_ask) {
+          rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the server runs with --no-prompt"});
+          return rp;
+        }
+        std::string id = "approval-" + std::to_string(++st.next_question);
+        json params = {{"kind", std::string(actors::to_string(q.kind))},
+                       {"extension", q.extension},
+                       {"tool", q.tool},
+                       {"toolCallId", q.tool_call_id},
+                       {"capability", q.capability.empty() ? json(nullptr) : json(q.capability)},
+                       {"subject", q.subject}};
+        if (q.kind == actors::question_kind::result) params["result"] = q.result;
+        st.out->write_line(io::encode_request(id, "approval/request", params));
+        st.questions[id] = {rp, std::move(q)};
+        return rp;
+      },
+      [self](actors::progress_atom, std::string& id, json& update) {
+        self->state.out->write_line(io::encode_notification("tools/progress", {{"toolCallId", id}, {"update", update}}));
+      },
+      [self](stop_atom) { cancel_everything(self); },
+  };
+}
+
+}  // namespace
+
+void serve_output::write_line(std::string line) {
+  line.push_back('\n');
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t done = 0; !broken_ && done < line.size();) {
+    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) broken_ = true;  // the client is gone; EOF on stdin ends the session
+    else done += static_cast<std::size_t>(n);
+  }
+}
+
+json initialize_result() {
+  return {{"protocolVersion", "0.1.0"}, {"serverInfo", {{"name", "dhara"}, {"version", "0.1.0"}}}};
+}
+
+json tools_list(const extension_host& host, const policy::policy_snapshot& snap) {
+  json tools = json::array();
+  for (const actors::extension_info& info : host.extensions()) {
+    auto ext = snap.extensions.find(info.name);
+    for (const json& t : info.tools) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+      std::string name = t["name"].get<std::string>();
+      std::string qualified = info.name + "/" + name;
+      json entry = {{"name", name},
+                    {"extension", info.name},
+                    {"qualifiedName", qualified},
+                    {"description", t.value("description", "")},
+                    {"parameters", t.value("parameters", json::object())}};
+      json missing = json::array();
+      std::string status = info.state == actors::extension_state::ready ? "ready" : "failed";
+      if (host.refused_tools().count(qualified)) {
+        status = "failed";
+        entry["reason"] = host.refused_tools().at(qualified);
+        entry["capabilities"] = t.value("capabilities", json::array());
+      } else {
+        auto resolved = host.resolve(qualified, "");
+        policy::capability_set required;
+        if (auto* rt = std::get_if<registered_tool>(&resolved)) required = rt->required;
+        json caps = json::array();
+        required.for_each([&](policy::capability c) { caps.push_back(std::string(policy::to_string(c))); });
+        entry["capabilities"] = caps;
+        if (snap.level != policy::security_level::yolo && ext != snap.extensions.end()) {
+          policy::capability_set lacking =
+              required.minus(ext->second.approved_by_user).minus(ext->second.approved_by_author);
+          lacking.for_each([&](policy::capability c) { missing.push_back(std::string(policy::to_string(c))); });
+        }
+        if (status == "ready" && !missing.empty()) status = "blocked";
+        if (info.state != actors::extension_state::ready) entry["reason"] = info.reason;
+      }
+      entry["status"] = status;
+      entry["missingCapabilities"] = missing;
+      tools.push_back(std::move(entry));
+    }
+  }
+  return {{"tools", tools}};
+}
+
+caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, serve_output& out, serve_config config,
+                        std::function<void(int)> end) {
+  return sys.spawn(server, &host, &out, std::move(config), std::move(end));
+}
+
+void send_to_server(const caf::actor& server, io::rpc_message message) {
+  caf::anon_send(server, rpc_atom::value, std::move(message));
+}
+
+void stop_server(const caf::actor& server) { caf::anon_send(server, stop_atom::value); }
+
+}  // namespace dhara::broker

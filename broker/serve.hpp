@@ -1,0 +1,62 @@
+// `dhara serve --stdio`: the JSON-RPC 2.0 server an agent core talks to (DESIGN §9 "Serve
+// protocol", docs/serve-protocol.md). The CLI reads stdin and opens the session at
+// `initialize`; from then on every client message goes to one server actor, which runs calls
+// through the same path as the batch (gate, human, extension), forwards progress, and asks
+// the client with `approval/request` whenever a human decision is needed.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+#include "broker/extension_host.hpp"
+#include "broker/hitl_mode.hpp"
+#include "io/jsonrpc.hpp"
+
+namespace dhara::broker {
+
+/// Writes one JSON-RPC message a line to a file descriptor; safe from any thread. A client
+/// that went away (EPIPE) makes every later write a no-op.
+class serve_output {
+ public:
+  explicit serve_output(int fd) : fd_(fd) {}
+  void write_line(std::string line);
+
+ private:
+  std::mutex mutex_;
+  int fd_;
+  bool broken_ = false;
+};
+
+/// What the server knows of its session.
+struct serve_config {
+  hitl_mode mode = hitl_mode::automatic;
+  std::string session_id;
+  std::string cwd;
+  bool can_ask = true;  ///< pending capabilities are asked of the client (not with --no-prompt)
+};
+
+/// The protocol version and server info `initialize` answers with.
+nlohmann::json initialize_result();
+
+/// `tools/list`: every tool of every started extension with its status against `snapshot`
+/// (ready, or blocked with the capabilities that are not approved), and the tools of
+/// extensions that failed or were refused, as failed.
+nlohmann::json tools_list(const extension_host& host, const policy::policy_snapshot& snapshot);
+
+/// Spawns the server actor for an initialized session. Decoded client messages go to it with
+/// `send_to_server`. `end(code)` is called once, from an actor thread, when the session must
+/// end: 0 after `shutdown`, 130 after a `quit` decision. `host` and `out` must outlive it.
+caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, serve_output& out, serve_config config,
+                        std::function<void(int)> end);
+
+/// Hands one decoded client message to the server actor.
+void send_to_server(const caf::actor& server, io::rpc_message message);
+
+/// Stops the server: every call still in flight is cancelled (the client gets -32004).
+void stop_server(const caf::actor& server);
+
+}  // namespace dhara::broker

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Human in the loop: `dhara run --mode approve|review` on a real terminal (a pty), answered
+with real keystrokes, and the refusal to start either mode without a terminal.
+
+Usage: hitl_test.py DHARA_BINARY SOURCE_ROOT   (registered by tests/CMakeLists.txt)
+Prints `N passed, M failed` last; exits 1 on any failure.
+"""
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
+DHARA, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+EXTENSIONS = os.path.join(ROOT, "tests", "extensions")
+
+
+class Home:
+    """A temporary HOME with DHARA_HOME, fs-tool (filesystem:read approved) and echo-py, and a
+    project with src/auth.ts of 42 lines."""
+
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="dhara-hitl-")
+        self.home = os.path.join(self.root, "home")
+        self.dh = os.path.join(self.home, ".dhara")
+        self.project = os.path.join(self.root, "project")
+        for name in ("fs-tool", "echo-py"):
+            shutil.copytree(os.path.join(EXTENSIONS, name), os.path.join(self.dh, "extensions", name))
+        os.makedirs(os.path.join(self.project, "src"))
+        with open(os.path.join(self.project, "src", "auth.ts"), "w") as f:
+            f.write("".join(f"line {i}\n" for i in range(1, 43)))
+        self.env = {"HOME": self.home, "DHARA_HOME": self.dh, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        out = subprocess.run([DHARA, "config", "permissions", "approve", "fs-tool", "filesystem:read"], env=self.env,
+                             cwd=self.project, capture_output=True, text=True, start_new_session=True)
+        assert out.returncode == 0, out.stderr
+
+    def calls(self, lines):
+        path = os.path.join(self.root, "calls.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(c) + "\n" for c in lines))
+        return path
+
+    def audit(self):
+        path = os.path.join(self.dh, "audit.jsonl")
+        return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=30):
+    """Runs dhara on a pty; each time the terminal shows one more `prompt`, types the next
+    answer. Returns (exit code, what the terminal showed, stdout lines as JSON)."""
+    out_path = os.path.join(home.root, "stdout.jsonl")
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(home.project)
+            out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(out, 1)  # results to a file; prompts go to the terminal (/dev/tty)
+            os.execve(DHARA, [DHARA] + args, home.env)
+        finally:
+            os._exit(127)
+    shown, pending, answered = b"", list(answers), 0
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        while pending and shown.count(prompt) > answered:
+            os.write(fd, pending.pop(0).encode())
+            answered += 1
+    _, status = os.waitpid(pid, 0)
+    lines = [json.loads(l) for l in open(out_path) if l.strip()]
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace"), lines
+
+
+def by_id(lines):
+    return {l["id"]: l for l in lines}
+
+
+def test_approve_yes_runs_the_call_and_shows_the_line_count():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "read", "input": {"path": "src/auth.ts"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["y"])
+        assert "[read] src/auth.ts (42 lines)\r\nApprove? (y/n/q) y" in shown, shown
+        assert code == 0, (code, shown)
+        assert lines[0]["status"] == "ok" and "line 42" in lines[0]["result"]["content"][0]["text"], lines
+        user = [e for e in h.audit() if "prompt" in e["details"]]
+        assert len(user) == 1 and user[0]["action"] == "allowed" and user[0]["decidedBy"] == "user", h.audit()
+        assert user[0]["details"] == {"prompt": "approve", "subject": "src/auth.ts"}, user
+        assert user[0]["tool"] == "read" and user[0]["toolCallId"] == "call-1", user
+    finally:
+        h.close()
+
+
+def test_approve_no_returns_a_rejection_and_audits_it():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "read", "input": {"path": "src/auth.ts"}},
+                         {"tool": "echo", "input": {"text": "second"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["n", "y"])
+        assert code == 3, (code, shown)  # a rejection is exit 3
+        got = by_id(lines)
+        assert got[1]["status"] == "rejected", got
+        assert got[1]["result"] == {"content": [{"type": "text", "text": "rejected by user"}], "isError": True}, got
+        assert got[2]["status"] == "ok" and got[2]["result"]["content"][0]["text"] == "second", got
+        assert "[echo] text=second\r\nApprove? (y/n/q) y" in shown, shown  # no path: the first string input
+        denied = [e for e in h.audit() if "prompt" in e["details"] and e["action"] == "denied"]
+        assert len(denied) == 1 and denied[0]["reason"] == "rejected by user" and denied[0]["tool"] == "read", h.audit()
+        assert denied[0]["capability"] == "filesystem:read", denied
+    finally:
+        h.close()
+
+
+def test_approve_quit_cancels_in_flight_calls_and_exits_130():
+    h = Home()
+    try:
+        # The sleep is approved and running when the second prompt is answered with q.
+        calls = h.calls([{"tool": "sleep", "input": {"ms": 60000}},
+                         {"tool": "echo", "input": {"text": "never"}},
+                         {"tool": "echo", "input": {"text": "not started"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve", "-j", "2"], ["y", "q"])
+        assert code == 130, (code, shown)
+        got = by_id(lines)
+        assert len(got) == 3, lines  # every call is accounted for
+        assert got[1]["status"] == "cancelled", got
+        assert got[2]["status"] == "cancelled" and "quit" in got[2]["error"]["message"], got
+        assert got[3]["status"] == "cancelled" and got[3]["error"]["message"] == "not run: the user quit", got
+        assert "(you quit)" in shown, shown
+    finally:
+        h.close()
+
+
+def test_prompts_come_one_at_a_time():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "echo", "input": {"text": "one"}}, {"tool": "echo", "input": {"text": "two"}}])
+        pid_out = os.path.join(h.root, "out")
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                os.chdir(h.project)
+                o = os.open(pid_out, os.O_WRONLY | os.O_CREAT, 0o600)
+                os.dup2(o, 1)
+                os.execve(DHARA, [DHARA, "run", "--calls", calls, "--mode", "approve", "-j", "2"], h.env)
+            finally:
+                os._exit(127)
+        shown = b""
+        while shown.count(b"Approve? (y/n/q) ") < 1:
+            shown += os.read(fd, 4096)
+        # Both calls are in flight (-j 2), yet the second question waits for the first answer.
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            shown += os.read(fd, 4096)
+        assert shown.count(b"Approve? (y/n/q) ") == 1, shown
+        os.write(fd, b"y")
+        while shown.count(b"Approve? (y/n/q) ") < 2:
+            shown += os.read(fd, 4096)
+        os.write(fd, b"y")
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        h.close()
+
+
+def test_review_shows_the_result_and_no_marks_it_rejected():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "read", "input": {"path": "src/auth.ts"}},
+                         {"tool": "echo", "input": {"text": "keep me"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "review"], ["n", "y"])
+        assert code == 3, (code, shown)
+        # The result is shown, cut to a screenful, before the question.
+        assert "[read] src/auth.ts → ok\r\n" in shown and "  line 1\r\n" in shown, shown
+        assert "more lines)\r\nContinue? (y/n/q) n" in shown, shown
+        assert "line 42" not in shown.split("Continue?")[0], shown
+        got = by_id(lines)
+        assert got[1]["status"] == "rejected", got
+        assert got[1]["result"]["content"][0]["text"] == "result rejected by reviewer", got
+        assert got[2]["status"] == "ok" and got[2]["result"]["content"][0]["text"] == "keep me", got
+        denied = [e for e in h.audit() if "prompt" in e["details"]]
+        assert [(e["action"], e["reason"]) for e in denied] == [("denied", "result rejected by reviewer")], denied
+    finally:
+        h.close()
+
+
+def test_review_quit_exits_130():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "echo", "input": {"text": "a"}}, {"tool": "echo", "input": {"text": "b"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "review"], ["q"])
+        assert code == 130, (code, shown)
+        got = by_id(lines)
+        assert got[1]["status"] == "ok" and got[2]["status"] == "cancelled", got
+    finally:
+        h.close()
+
+
+def test_denied_calls_are_not_asked_about():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "read", "input": {"path": os.path.join(h.home, ".ssh", "id_rsa")}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], [])
+        assert code == 3 and lines[0]["status"] == "denied", (code, lines)
+        assert "Approve?" not in shown, shown
+    finally:
+        h.close()
+
+
+def test_approve_and_review_need_a_terminal():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "echo", "input": {"text": "x"}}])
+        for mode in ("approve", "review"):
+            out = subprocess.run([DHARA, "run", "--calls", calls, "--mode", mode], env=h.env, cwd=h.project,
+                                 capture_output=True, text=True, start_new_session=True)
+            assert out.returncode == 2, (mode, out.returncode, out.stderr)
+            assert f"--mode {mode} asks you about every call, but there is no terminal" in out.stderr, out.stderr
+            assert out.stdout == "", out.stdout  # no call ran
+        out = subprocess.run([DHARA, "run", "--calls", calls, "--mode", "sometimes"], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, start_new_session=True)
+        assert out.returncode == 2 and "sometimes" in out.stderr, out.stderr
+    finally:
+        h.close()
+
+
+if __name__ == "__main__":
+    harness.run(globals())

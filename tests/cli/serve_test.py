@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""`dhara serve --stdio` driven the way an agent core drives it: JSON-RPC 2.0 lines on a pipe,
+real extensions, approvals answered by the client.
+
+Usage: serve_test.py DHARA_BINARY SOURCE_ROOT   (registered by tests/CMakeLists.txt)
+Prints `N passed, M failed` last; exits 1 on any failure.
+"""
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
+DHARA, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+EXTENSIONS = os.path.join(ROOT, "tests", "extensions")
+
+
+class Server:
+    """A temporary home with echo-py, fs-tool and crash installed, a project holding a.txt,
+    and `dhara serve --stdio` running in it."""
+
+    def __init__(self, approve_fs=False, args=()):
+        self.root = tempfile.mkdtemp(prefix="dhara-serve-")
+        self.home = os.path.join(self.root, "home")
+        self.dh = os.path.join(self.home, ".dhara")
+        self.project = os.path.join(self.root, "project")
+        for name in ("echo-py", "fs-tool", "crash"):
+            shutil.copytree(os.path.join(EXTENSIONS, name), os.path.join(self.dh, "extensions", name))
+        os.makedirs(os.path.join(self.home, ".ssh"))
+        with open(os.path.join(self.home, ".ssh", "id_rsa"), "w") as f:
+            f.write("SECRET KEY\n")
+        os.makedirs(self.project)
+        with open(os.path.join(self.project, "a.txt"), "w") as f:
+            f.write("alpha\nbeta\n")
+        self.env = {"HOME": self.home, "DHARA_HOME": self.dh, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        if approve_fs:
+            self.cli("config", "permissions", "approve", "fs-tool", "filesystem:read")
+        self.proc = subprocess.Popen([DHARA, "serve", "--stdio", *args], cwd=self.project, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.buffer = b""
+        self.next_id = 0
+
+    def cli(self, *args):
+        out = subprocess.run([DHARA, *args], env=self.env, cwd=self.project, capture_output=True, text=True,
+                             start_new_session=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def raw(self, line):
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
+
+    def read(self, limit=30):
+        """The next message from the server (None at EOF)."""
+        deadline = time.monotonic() + limit
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, "no message from the server within %d s; got %r" % (limit, self.buffer)
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self.next_id
+
+    def wait_for(self, id_):
+        """Reads until the response to `id_`; returns (response, everything read before it)."""
+        before = []
+        while True:
+            m = self.read()
+            assert m is not None, ("EOF before the response to", id_, before)
+            if m.get("id") == id_ and "method" not in m:
+                return m, before
+            before.append(m)
+
+    def call(self, method, params=None):
+        return self.wait_for(self.request(method, params))[0]
+
+    def initialize(self, **params):
+        r = self.call("initialize", {"cwd": self.project, **params})
+        assert r["result"]["protocolVersion"] == "0.1.0", r
+        return r
+
+    def answer(self, request, decision):
+        self.send({"jsonrpc": "2.0", "id": request["id"], "result": {"decision": decision}})
+
+    def exit_code(self, limit=30):
+        return self.proc.wait(timeout=limit)
+
+    def audit(self):
+        path = os.path.join(self.dh, "audit.jsonl")
+        return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def test_initialize_list_call_and_shutdown():
+    s = Server()
+    try:
+        r = s.initialize(sessionId="s-1", clientInfo={"name": "test"})
+        assert r["result"]["serverInfo"] == {"name": "dhara", "version": "0.1.0"}, r
+        tools = {t["qualifiedName"]: t for t in s.call("tools/list")["result"]["tools"]}
+        assert tools["echo-py/echo"]["status"] == "ready" and tools["echo-py/echo"]["extension"] == "echo-py", tools
+        assert tools["echo-py/echo"]["parameters"]["required"] == ["text"], tools["echo-py/echo"]
+        read = tools["fs-tool/read"]
+        assert read["status"] == "blocked" and read["missingCapabilities"] == ["filesystem:read"], read
+        assert read["capabilities"] == ["filesystem:read"], read
+        assert tools["fs-tool/overreach"]["status"] == "failed" and "process:spawn" in tools["fs-tool/overreach"]["reason"]
+        r = s.call("tools/call", {"tool": "echo", "input": {"text": "hi"}, "toolCallId": "c1"})
+        assert r["result"] == {"content": [{"type": "text", "text": "hi"}]}, r
+        r = s.call("tools/call", {"tool": "echo-py/echo", "input": {"text": "qualified"}})
+        assert r["result"]["content"][0]["text"] == "qualified", r
+        assert s.call("shutdown") ["result"] == {"status": "ok"}
+        assert s.exit_code() == 0
+    finally:
+        s.close()
+
+
+def test_errors_of_section_5():
+    s = Server(approve_fs=True)
+    try:
+        s.initialize()
+        r = s.call("tools/call", {"tool": "nope", "input": {}})
+        assert r["error"]["code"] == -32601 and "nope" in r["error"]["message"], r
+        r = s.call("tools/call", {"tool": "read", "input": {"path": os.path.join(s.home, ".ssh", "id_rsa")}})
+        assert r["error"]["code"] == -32002, r
+        assert r["error"]["data"]["capability"] == "filesystem:read" and r["error"]["data"]["reason"], r
+        r = s.call("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
+        assert r["result"]["content"][0]["text"] == "alpha\nbeta\n", r
+        r = s.call("tools/call", {"tool": "crash", "input": {}})
+        assert r["error"]["code"] == -32003 and r["error"]["data"]["exitCode"] == 3, r
+        r = s.call("tools/call", {"tool": "fail", "input": {"message": "boom"}})
+        assert r["result"]["isError"] is True and r["result"]["content"][0]["text"] == "boom", r
+        r = s.call("tools/call", {"input": {}})
+        assert r["error"]["code"] == -32602, r
+        r = s.call("tools/frobnicate")
+        assert r["error"]["code"] == -32601, r
+        s.raw(b"this is not json\n")
+        m = s.read()
+        assert m["id"] is None and m["error"]["code"] == -32700, m
+        s.raw(b'{"jsonrpc": "2.0", "id": 99}\n')
+        m = s.read()
+        assert m["error"]["code"] == -32600, m
+        # Still serving after all of it; EOF is a shutdown.
+        assert s.call("tools/call", {"tool": "echo", "input": {"text": "alive"}})["result"]["content"][0]["text"] == "alive"
+        s.proc.stdin.close()
+        assert s.exit_code() == 0
+    finally:
+        s.close()
+
+
+def test_before_initialize():
+    s = Server()
+    try:
+        r = s.call("tools/list")
+        assert r["error"]["code"] == -32600 and "initialize" in r["error"]["message"], r
+        r = s.call("initialize", {"cwd": "relative/dir"})
+        assert r["error"]["code"] == -32602, r
+        r = s.call("initialize", {"mode": "sometimes"})
+        assert r["error"]["code"] == -32602, r
+        s.initialize()
+        r = s.call("initialize", {})
+        assert r["error"]["code"] == -32600, r
+    finally:
+        s.close()
+
+
+def test_a_pending_capability_is_asked_of_the_client():
+    s = Server()
+    try:
+        s.initialize(sessionId="s-2")
+        # allow: this call only, nothing recorded.
+        id1 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}, "toolCallId": "r1"})
+        q = s.read()
+        assert q["method"] == "approval/request", q
+        assert q["params"] == {"kind": "capability", "extension": "fs-tool", "tool": "read", "toolCallId": "r1",
+                               "capability": "filesystem:read", "subject": "a.txt"}, q
+        s.answer(q, "allow")
+        r, _ = s.wait_for(id1)
+        assert r["result"]["content"][0]["text"] == "alpha\nbeta\n", r
+        assert not os.path.exists(os.path.join(s.dh, "permissions.json"))
+        # deny: -32002, decided by the user.
+        id2 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
+        s.answer(s.read(), "deny")
+        r, _ = s.wait_for(id2)
+        assert r["error"]["code"] == -32002 and "denied by the user" in r["error"]["data"]["reason"], r
+        # always: recorded in permissions.json; the next call is not asked about.
+        id3 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
+        s.answer(s.read(), "always")
+        r, _ = s.wait_for(id3)
+        assert "result" in r, r
+        perms = json.load(open(os.path.join(s.dh, "permissions.json")))
+        assert perms["fs-tool"]["capabilities"] == {"filesystem:read": "approved"}, perms
+        r, before = s.wait_for(s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}}))
+        assert "result" in r and before == [], (r, before)
+        listed = {t["qualifiedName"]: t for t in s.call("tools/list")["result"]["tools"]}
+        assert listed["fs-tool/read"]["status"] == "ready", listed["fs-tool/read"]
+        reads = [e for e in s.audit() if e.get("tool") == "read"]
+        assert all(e["session"] == "s-2" for e in reads), reads
+        decided = [(e["action"], e["decidedBy"]) for e in reads]
+        assert decided[:3] == [("allowed", "user"), ("denied", "user"), ("allowed", "user")], decided
+    finally:
+        s.close()
+
+
+def test_approve_mode_asks_before_each_call():
+    s = Server(approve_fs=True)
+    try:
+        s.initialize(mode="approve")
+        id1 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}, "toolCallId": "t1"})
+        q = s.read()
+        assert q["params"]["kind"] == "tool" and q["params"]["subject"] == "a.txt (2 lines)", q
+        assert q["params"]["capability"] is None and q["params"]["tool"] == "read", q
+        s.answer(q, "deny")
+        r, _ = s.wait_for(id1)
+        assert r["result"] == {"content": [{"type": "text", "text": "rejected by user"}], "isError": True}, r
+        id2 = s.request("tools/call", {"tool": "echo", "input": {"text": "yes"}})
+        s.answer(s.read(), "always")  # this tool, for the rest of the session
+        assert s.wait_for(id2)[0]["result"]["content"][0]["text"] == "yes"
+        r, before = s.wait_for(s.request("tools/call", {"tool": "echo", "input": {"text": "again"}}))
+        assert before == [] and r["result"]["content"][0]["text"] == "again", (r, before)
+        rejected = [e for e in s.audit() if e["details"].get("prompt") == "approve" and e["action"] == "denied"]
+        assert len(rejected) == 1 and rejected[0]["reason"] == "rejected by user", s.audit()
+        # quit: in-flight calls are cancelled and the server exits 130.
+        sleeping = s.request("tools/call", {"tool": "sleep", "input": {"ms": 60000}})
+        s.answer(s.read(), "allow")
+        id4 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
+        q = s.read()
+        assert q["method"] == "approval/request", q
+        s.answer(q, "quit")
+        assert s.exit_code() == 130
+        left = []
+        while (m := s.read()) is not None:
+            left.append(m)
+        by_id = {m.get("id"): m for m in left}
+        assert by_id[id4]["error"]["code"] == -32004, left
+        assert sleeping not in by_id or by_id[sleeping]["error"]["code"] == -32004, left
+    finally:
+        s.close()
+
+
+def test_review_mode_sends_the_result():
+    s = Server(args=("--mode", "review"))
+    try:
+        s.initialize()
+        id1 = s.request("tools/call", {"tool": "echo", "input": {"text": "look at me"}})
+        q = s.read()
+        assert q["params"]["kind"] == "result", q
+        assert q["params"]["result"] == {"content": [{"type": "text", "text": "look at me"}]}, q
+        s.answer(q, "deny")
+        r, _ = s.wait_for(id1)
+        assert r["result"]["isError"] is True and r["result"]["content"][0]["text"] == "result rejected by reviewer", r
+        id2 = s.request("tools/call", {"tool": "echo", "input": {"text": "fine"}})
+        s.answer(s.read(), "allow")
+        assert s.wait_for(id2)[0]["result"]["content"][0]["text"] == "fine"
+        # An answer that is not a decision is no answer: fail closed.
+        id3 = s.request("tools/call", {"tool": "echo", "input": {"text": "x"}})
+        q = s.read()
+        s.send({"jsonrpc": "2.0", "id": q["id"], "result": {"decision": "maybe"}})
+        r, _ = s.wait_for(id3)
+        assert r["result"]["isError"] is True and "rejected" in r["result"]["content"][0]["text"], r
+    finally:
+        s.close()
+
+
+def test_progress_and_cancel():
+    s = Server()
+    try:
+        s.initialize()
+        r, before = s.wait_for(s.request("tools/call", {"tool": "progress", "input": {"count": 3}, "toolCallId": "p1"}))
+        notes = [m for m in before if m.get("method") == "tools/progress"]
+        assert [n["params"]["update"]["progress"] for n in notes] == [1, 2, 3], before
+        assert all(n["params"]["toolCallId"] == "p1" for n in notes), notes
+        assert "result" in r, r
+        sleeping = s.request("tools/call", {"tool": "sleep", "input": {"ms": 60000}, "toolCallId": "z"})
+        dup = s.call("tools/call", {"tool": "echo", "input": {"text": "x"}, "toolCallId": "z"})
+        assert dup["error"]["code"] == -32602, dup
+        s.send({"jsonrpc": "2.0", "method": "tools/cancel", "params": {"toolCallId": "z"}})
+        r, _ = s.wait_for(sleeping)
+        assert r["error"]["code"] == -32004, r
+        # As a request, tools/cancel is answered {}.
+        assert s.call("tools/cancel", {"toolCallId": "nothing"})["result"] == {}
+    finally:
+        s.close()
+
+
+def test_no_prompt_denies_pending_capabilities_without_asking():
+    s = Server(args=())
+    s.proc.kill()
+    s.proc.wait()
+    s.proc = subprocess.Popen([DHARA, "--no-prompt", "serve", "--stdio"], cwd=s.project, env=s.env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        s.initialize()
+        r, before = s.wait_for(s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}}))
+        assert before == [] and r["error"]["code"] == -32002, (r, before)
+        assert "dhara config permissions approve fs-tool" in r["error"]["data"]["reason"], r
+    finally:
+        s.close()
+
+
+if __name__ == "__main__":
+    harness.run(globals())
