@@ -80,6 +80,37 @@ constexpr std::array<known_key, 20> all_keys{{
     {"maxLineBytes", "extensions.maxLineBytes"},
 }};
 
+// ---- settable keys (config get|set) ---------------------------------------------------
+// The ranges are the parser's own constants, so the table cannot drift from what loads.
+constexpr std::array<setting_key, 17> settable_keys{{
+    {"security.level", setting_type::level, project_rule::tighten_only},
+    {"security.trustedAuthors", setting_type::name_list, project_rule::tighten_only},
+    {"security.allowedPaths", setting_type::path_list, project_rule::tighten_only},
+    {"security.deniedPaths", setting_type::path_list, project_rule::added},
+    {"security.auditIgnorePatterns", setting_type::pattern_list, project_rule::tighten_only},
+    {"security.trustedProjects", setting_type::path_list, project_rule::global_only},
+    {"security.audit.durability", setting_type::durability, project_rule::tighten_only},
+    {"security.audit.maxBytes", setting_type::whole_number, project_rule::trusted_only,
+     audit_max_bytes_range.min, audit_max_bytes_range.max},
+    {"security.audit.keep", setting_type::whole_number, project_rule::trusted_only, audit_keep_range.min,
+     audit_keep_range.max},
+    // true tightens and is always honoured; false is refused from every project file.
+    {"security.requireOsSandbox", setting_type::boolean, project_rule::tighten_only},
+    {"extensionDirs", setting_type::path_list, project_rule::tighten_only},
+    {"extensions.callTimeoutMs", setting_type::whole_number, project_rule::tighten_only,
+     call_timeout_range.min, call_timeout_range.max},
+    {"extensions.cancelGraceMs", setting_type::whole_number, project_rule::tighten_only, grace_range.min,
+     grace_range.max},
+    {"extensions.killGraceMs", setting_type::whole_number, project_rule::tighten_only, grace_range.min,
+     grace_range.max},
+    {"extensions.maxRestarts", setting_type::whole_number, project_rule::tighten_only,
+     max_restarts_range.min, max_restarts_range.max},
+    {"extensions.restartWindowMs", setting_type::whole_number, project_rule::tighten_only,
+     restart_window_range.min, restart_window_range.max},
+    {"extensions.maxLineBytes", setting_type::whole_number, project_rule::tighten_only,
+     max_line_bytes_range.min, max_line_bytes_range.max},
+}};
+
 // ---- message helpers -----------------------------------------------------------------
 
 // A user-supplied string as a JSON string literal: control characters and invalid UTF-8
@@ -714,6 +745,105 @@ merged_settings merge_settings(const settings_layer& global, const settings_laye
   merged_settings out = m.finish();
   out.effective.project_trusted = project_trusted;
   return out;
+}
+
+std::span<const setting_key> setting_keys() { return settable_keys; }
+
+const setting_key* find_setting_key(std::string_view name) {
+  for (const setting_key& k : settable_keys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string suggest_setting_key(std::string_view name) {
+  auto leaf_of = [](std::string_view s) {
+    auto dot = s.rfind('.');
+    return dot == std::string_view::npos ? s : s.substr(dot + 1);
+  };
+  auto hint = [](std::string_view key) { return " (did you mean '" + std::string(key) + "'?)"; };
+  // A known key written at the wrong place ("level", "security.keep") is meant exactly.
+  std::string_view leaf = leaf_of(name);
+  for (const setting_key& k : settable_keys)
+    if (!leaf.empty() && leaf_of(k.name) == leaf) return hint(k.name);
+  std::array<std::string_view, settable_keys.size()> names{};
+  for (std::size_t i = 0; i < settable_keys.size(); ++i) names[i] = settable_keys[i].name;
+  if (std::string_view best = closest_match(name, names); !best.empty()) return hint(best);
+  // Else a typo in a misplaced key ("extensions.levle"): the closest last segment.
+  std::array<std::string_view, settable_keys.size()> leaves{};
+  for (std::size_t i = 0; i < settable_keys.size(); ++i) leaves[i] = leaf_of(settable_keys[i].name);
+  if (leaf.empty()) return {};
+  std::string_view best = closest_match(leaf, leaves);
+  if (best.empty()) return {};
+  for (const setting_key& k : settable_keys)
+    if (leaf_of(k.name) == best) return hint(k.name);
+  return {};
+}
+
+bool is_list(setting_type type) {
+  switch (type) {
+    case setting_type::path_list:
+    case setting_type::pattern_list:
+    case setting_type::name_list: return true;
+    case setting_type::level:
+    case setting_type::durability:
+    case setting_type::boolean:
+    case setting_type::whole_number: return false;
+  }
+  return false;
+}
+
+std::optional<error> check_setting_value(const setting_key& key, const nlohmann::json& value,
+                                         std::string_view file, layer_kind kind) {
+  try {
+    // The value alone in an otherwise empty file: the parser is the one judge of a value.
+    json doc = value;
+    std::string_view rest = key.name;
+    std::vector<std::string_view> parts;
+    for (auto dot = rest.find('.'); dot != std::string_view::npos; dot = rest.find('.')) {
+      parts.push_back(rest.substr(0, dot));
+      rest.remove_prefix(dot + 1);
+    }
+    parts.push_back(rest);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) doc = json{{std::string(*it), std::move(doc)}};
+    auto parsed = parse_settings_json(doc, file, kind);
+    if (!parsed) return parsed.err();
+    return std::nullopt;
+  } catch (const std::exception& e) {  // allocation failure
+    return make_error(errc::invalid_value, std::string(file) + ": cannot check " + std::string(key.name) + ": " + e.what());
+  }
+}
+
+std::optional<std::string> project_refusal(const setting_key& key, const nlohmann::json& value,
+                                           std::string_view global_file) {
+  if (key.project == project_rule::global_only)
+    return std::string(key.name) + " is read only from the global file " + std::string(global_file) +
+           " (a project cannot vouch for itself); set it there";
+  if (key.name == "security.requireOsSandbox" && value.is_boolean() && !value.get<bool>())
+    return "a project file cannot turn security.requireOsSandbox off, even in a trusted project; set it in "
+           "the global file " + std::string(global_file);
+  return std::nullopt;
+}
+
+json effective_value(const settings& s, const setting_key& key) {
+  const std::string_view n = key.name;
+  if (n == "security.level") return std::string(to_string(s.level));
+  if (n == "security.trustedAuthors") return s.trusted_authors;
+  if (n == "security.allowedPaths") return s.allowed_paths;
+  if (n == "security.deniedPaths") return s.denied_paths;
+  if (n == "security.auditIgnorePatterns") return s.audit_ignore_patterns;
+  if (n == "security.trustedProjects") return s.trusted_projects;
+  if (n == "security.audit.durability") return std::string(to_string(s.audit_durability));
+  if (n == "security.audit.maxBytes") return s.audit_max_bytes;
+  if (n == "security.audit.keep") return s.audit_keep;
+  if (n == "security.requireOsSandbox") return s.require_os_sandbox;
+  if (n == "extensionDirs") return s.extension_dirs;
+  if (n == "extensions.callTimeoutMs") return s.call_timeout_ms;
+  if (n == "extensions.cancelGraceMs") return s.cancel_grace_ms;
+  if (n == "extensions.killGraceMs") return s.kill_grace_ms;
+  if (n == "extensions.maxRestarts") return s.max_restarts;
+  if (n == "extensions.restartWindowMs") return s.restart_window_ms;
+  if (n == "extensions.maxLineBytes") return s.max_line_bytes;
+  return nullptr;  // not a key of the table
 }
 
 }  // namespace dhara::policy

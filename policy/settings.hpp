@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,5 +115,62 @@ struct merged_settings {
 /// other lists of a later layer replace earlier ones.
 merged_settings merge_settings(const settings_layer& global, const settings_layer* project,
                                const settings_layer* cli, const merge_context& ctx);
+
+// ---- the keys one can get and set (`dhara config get|set|unset`) ---------------------
+
+/// What a setting holds.
+enum class setting_type {
+  level,         ///< "paranoid", "standard", "trusted" or "yolo"
+  durability,    ///< "none", "write" or "fsync"
+  boolean,       ///< true or false
+  whole_number,  ///< a whole number from `min` to `max`
+  path_list,     ///< paths: absolute or `~`; a project file may also use project-relative ones
+  pattern_list,  ///< globs or URLs; a relative glob matches at any depth
+  name_list,     ///< author names
+};
+
+/// How the merge treats a project file's value of a setting (DESIGN §3.1).
+enum class project_rule {
+  added,         ///< always honoured: deniedPaths accumulate over every file
+  tighten_only,  ///< honoured when it tightens; a loosening is ignored with a warning unless trusted
+  trusted_only,  ///< ignored with a warning unless the project is trusted (audit rotation)
+  global_only,   ///< never taken from a project file, trusted or not (trustedProjects)
+};
+
+/// One key of DESIGN §3.1 that `config get|set` accepts.
+struct setting_key {
+  std::string_view name;  ///< dotted, e.g. "security.audit.keep"
+  setting_type type;
+  project_rule project;
+  std::uint64_t min = 0;  ///< whole_number only: the smallest accepted value
+  std::uint64_t max = 0;  ///< whole_number only: the largest accepted value
+};
+
+/// Every settable key, in the order of DESIGN §3.1; the same ranges parse_settings enforces.
+std::span<const setting_key> setting_keys();
+
+/// The key of that exact dotted name, or nullptr.
+const setting_key* find_setting_key(std::string_view name);
+
+/// " (did you mean 'security.level'?)" for a mistyped or misplaced key ("levle", "level",
+/// "extensions.level"), else "".
+std::string suggest_setting_key(std::string_view name);
+
+/// True for list-valued keys (paths, patterns, names).
+bool is_list(setting_type type);
+
+/// Checks one value of `key` as it would stand in a `kind` file, by the very rules of
+/// parse_settings (type, allowed names, range, path form): nullopt when it is acceptable,
+/// else the parser's error naming `file` and the key.
+std::optional<error> check_setting_value(const setting_key& key, const nlohmann::json& value,
+                                         std::string_view file, layer_kind kind);
+
+/// Why a project file may never hold this value, whatever the trust (trustedProjects;
+/// requireOsSandbox false): one sentence saying to use the global file; nullopt when it may.
+std::optional<std::string> project_refusal(const setting_key& key, const nlohmann::json& value,
+                                           std::string_view global_file);
+
+/// The effective value of `key` as JSON: a string, number, boolean or array of strings.
+nlohmann::json effective_value(const settings& s, const setting_key& key);
 
 }  // namespace dhara::policy

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""`dhara config get|set|unset` run as a user would, on real files in a temporary home.
+
+Usage: config_test.py DHARA_BINARY SOURCE_ROOT   (env DHARA_BUILD: the build tree, unused)
+Prints `N passed, M failed` last; exits 1 on any failure.
+"""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
+DHARA = os.path.abspath(sys.argv[1])
+
+
+class Home:
+    """A temporary HOME with DHARA_HOME inside it and a project folder holding .dhara/."""
+
+    def __init__(self, project_marker=True):
+        self.root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-config-cli-"))
+        self.home = os.path.join(self.root, "home")
+        self.dh = os.path.join(self.home, ".dhara")
+        self.project = os.path.join(self.root, "project")
+        os.makedirs(os.path.join(self.project, "src", "deep"))
+        if project_marker:
+            os.makedirs(os.path.join(self.project, ".dhara"))
+        self.env = {"HOME": self.home, "DHARA_HOME": self.dh, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        self.global_file = os.path.join(self.dh, "config.json")
+        self.project_file = os.path.join(self.project, ".dhara", "config.json")
+
+    def dhara(self, *args, cwd=None):
+        p = subprocess.run([DHARA, *args], cwd=cwd or self.project, env=self.env, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=60, start_new_session=True)
+        return p.returncode, p.stdout, p.stderr
+
+    def config(self, *args, cwd=None):
+        return self.dhara("config", *args, cwd=cwd)
+
+    def write(self, path, text):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+
+    def read(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def load(self, path):
+        with open(path) as f:
+            return json.load(f)
+
+    def leftovers(self, folder):
+        """Files other than the config and its lock: a temp file left behind would show here."""
+        return sorted(n for n in os.listdir(folder) if n not in ("config.json", "config.json.lock"))
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def check(cond, *context):
+    assert cond, "\n".join(str(c) for c in context)
+
+
+# ---- get -------------------------------------------------------------------------------
+
+def test_get_prints_defaults_strings_alone_and_others_as_json():
+    h = Home()
+    code, out, err = h.config("get", "security.level")
+    check(code == 0 and out == "standard\n", code, out, err)
+    code, out, _ = h.config("get", "extensions.callTimeoutMs")
+    check(out == "120000\n", out)
+    code, out, _ = h.config("get", "security.requireOsSandbox")
+    check(out == "true\n", out)
+    code, out, _ = h.config("get", "security.allowedPaths")
+    check(out == json.dumps([h.project], separators=(",", ":")) + "\n", out)
+    code, out, _ = h.config("get", "security.level", "--json")
+    check(out == '"standard"\n', out)
+    code, out, _ = h.config("get", "security.audit")  # a group: its keys nested
+    check(json.loads(out) == {"durability": "write", "maxBytes": 104857600, "keep": 5}, out)
+    code, out, _ = h.config("get", "--json")  # every key
+    every = json.loads(out)
+    check(len(every) == 17 and every["extensionDirs"] == [os.path.join(h.dh, "extensions")], every)
+    check(not os.path.exists(h.global_file), "get must not create the global file")
+    h.close()
+
+
+def test_unknown_key_is_exit_2_naming_it_and_the_closest_key():
+    h = Home()
+    for verb in (["get", "security.levle"], ["set", "security.levle", "paranoid"], ["unset", "security.levle"]):
+        code, out, err = h.config(*verb)
+        check(code == 2 and out == "", verb, code, out, err)
+        check("unknown setting 'security.levle'" in err and "did you mean 'security.level'" in err, verb, err)
+    code, _, err = h.config("get", "keep")  # a key written without its place
+    check(code == 2 and "did you mean 'security.audit.keep'" in err, err)
+    code, _, err = h.config("set", "security.audit", "fsync")
+    check(code == 2 and "security.audit.durability" in err, err)
+    check(not os.path.exists(h.global_file), "nothing may be written")
+    h.close()
+
+
+# ---- set: the global file ---------------------------------------------------------------
+
+def test_set_writes_the_global_file_and_a_session_uses_it():
+    h = Home()
+    code, out, err = h.config("set", "security.level", "paranoid")
+    check(code == 0, code, out, err)
+    check(out == f"set security.level to paranoid in {h.global_file}\n", out)
+    check(h.load(h.global_file) == {"security": {"level": "paranoid"}}, h.read(h.global_file))
+    check(stat.S_IMODE(os.stat(h.global_file).st_mode) == 0o600, oct(os.stat(h.global_file).st_mode))
+    check(h.leftovers(h.dh) == [], h.leftovers(h.dh))
+    check(h.config("get", "security.level")[1] == "paranoid\n")
+    # The session itself: `dhara demo` compiles the real policy from these files.
+    code, out, err = h.dhara("demo")
+    check(out.startswith("dhara demo — level paranoid, project " + h.project), code, out, err)
+    # Setting the same value again writes nothing.
+    before = os.stat(h.global_file).st_mtime_ns
+    code, out, _ = h.config("set", "security.level", "paranoid")
+    check(code == 0 and "already paranoid" in out, out)
+    check(os.stat(h.global_file).st_mtime_ns == before)
+    h.close()
+
+
+def test_set_keeps_every_other_key_unknown_ones_and_their_order():
+    h = Home()
+    original = {"zeta": {"mine": [1, 2]}, "security": {"deniedPaths": ["~/.aws"], "myNote": "keep me"},
+                "extensions": {"maxRestarts": 2}, "alpha": True}
+    h.write(h.global_file, json.dumps(original, indent=4))
+    code, out, err = h.config("set", "security.level", "trusted")
+    check(code == 0, code, out, err)
+    after = h.load(h.global_file)
+    expected = {"zeta": {"mine": [1, 2]}, "security": {"deniedPaths": ["~/.aws"], "myNote": "keep me", "level": "trusted"},
+                "extensions": {"maxRestarts": 2}, "alpha": True}
+    check(after == expected, after)
+    check(list(after) == ["zeta", "security", "extensions", "alpha"], list(after))
+    check(list(after["security"]) == ["deniedPaths", "myNote", "level"], list(after["security"]))
+    h.close()
+
+
+def test_an_empty_file_is_an_empty_object():
+    h = Home()
+    h.write(h.global_file, "  \n")
+    code, out, err = h.config("set", "extensions.callTimeoutMs", "300000")
+    check(code == 0, code, out, err)
+    check(h.load(h.global_file) == {"extensions": {"callTimeoutMs": 300000}}, h.read(h.global_file))
+    h.close()
+
+
+def test_a_malformed_file_is_never_rewritten():
+    h = Home()
+    bad = b'{\n  "security": {\n    "level": "standard",,\n  }\n}\n'
+    h.write(h.global_file, bad)
+    os.chmod(h.global_file, 0o644)
+    code, out, err = h.config("set", "security.level", "paranoid")
+    check(code == 2 and out == "", code, out, err)
+    check(f"{h.global_file}:3:25:" in err and "fix it by hand" in err and "nothing was changed" in err, err)
+    check(h.read(h.global_file) == bad, h.read(h.global_file))
+    check(h.leftovers(h.dh) == [], h.leftovers(h.dh))
+    code, _, err = h.config("unset", "security.level")
+    check(code == 2 and h.read(h.global_file) == bad, err)
+    code, _, err = h.config("get", "security.level")  # the session refuses it too
+    check(code == 2 and f"{h.global_file}:3:25:" in err, err)
+    # A top level that is not an object.
+    h.write(h.global_file, b"[1, 2]\n")
+    code, _, err = h.config("set", "security.level", "paranoid")
+    check(code == 2 and "top level must be a JSON object" in err and h.read(h.global_file) == b"[1, 2]\n", err)
+    # Valid JSON holding a bad value elsewhere: the result would not load, so nothing is written.
+    wrong = b'{"security": {"level": "strict"}}'
+    h.write(h.global_file, wrong)
+    code, _, err = h.config("set", "extensions.maxRestarts", "5")
+    check(code == 2 and 'security.level: expected one of "paranoid"' in err and h.read(h.global_file) == wrong, err)
+    # ...unless the change is the fix.
+    code, _, err = h.config("set", "security.level", "standard")
+    check(code == 0 and h.load(h.global_file) == {"security": {"level": "standard"}}, err)
+    h.close()
+
+
+def test_bad_values_are_exit_2_naming_file_key_and_what_is_expected():
+    h = Home()
+    cases = [
+        (["security.level", "strict"], 'security.level: expected one of "paranoid", "standard", "trusted", "yolo", found string "strict"'),
+        (["security.audit.durability", "sometimes"], "security.audit.durability: expected one of"),
+        (["extensions.callTimeoutMs", "0"], "extensions.callTimeoutMs: expected a whole number from 1 to 86400000, found number 0"),
+        (["extensions.callTimeoutMs", "2m"], 'found string "2m"'),
+        (["security.audit.keep", "1.5"], "security.audit.keep: expected a whole number from 1 to 1000"),
+        (["security.requireOsSandbox", "yes"], "security.requireOsSandbox: expected true or false"),
+        (["security.deniedPaths", '["secrets"]'], "security.deniedPaths[0]: expected an absolute path or one starting with '~'"),
+        (["security.trustedAuthors", '["ok", 3]'], "security.trustedAuthors[1]"),
+        (["security.allowedPaths", "/tmp/x"], "security.allowedPaths is a list"),
+        (["security.allowedPaths", '["/tmp/x",'], "not valid JSON"),
+        (["security.level", "null"], "security.level: expected"),
+    ]
+    for args, expected in cases:
+        code, out, err = h.config("set", *args)
+        check(code == 2 and out == "" and expected in err, args, code, err)
+        if "is a list" not in expected and "valid JSON" not in expected:
+            check(h.global_file in err, args, err)
+    check(not os.path.exists(h.global_file), "a refused value must not create the file")
+    code, _, err = h.config("set", "security.level", "--add", "paranoid")
+    check(code == 2 and "not a list" in err, err)
+    code, _, err = h.config("set", "security.level")
+    check(code == 2 and "give a VALUE" in err, err)
+    h.close()
+
+
+def test_values_are_json_when_they_parse_and_whole_numbers_stay_whole():
+    h = Home()
+    check(h.config("set", "extensions.callTimeoutMs", "1e5")[0] == 0)
+    check(h.config("set", "security.requireOsSandbox", "false")[0] == 0)
+    check(h.config("set", "security.audit.durability", '"fsync"')[0] == 0)  # a JSON string is a string
+    check(h.config("set", "security.trustedAuthors", '["zosmaai", "acme"]')[0] == 0)
+    text = h.read(h.global_file).decode()
+    check('"callTimeoutMs": 100000\n' in text, text)  # not 100000.0
+    check(h.load(h.global_file) == {"extensions": {"callTimeoutMs": 100000},
+                                    "security": {"requireOsSandbox": False, "audit": {"durability": "fsync"},
+                                                 "trustedAuthors": ["zosmaai", "acme"]}}, text)
+    check(h.config("get", "security.trustedAuthors")[1] == '["zosmaai","acme"]\n')
+    h.close()
+
+
+def test_lists_are_replaced_by_json_arrays_and_changed_by_add_and_remove():
+    h = Home()
+    check(h.config("set", "security.deniedPaths", '["~/.aws", "/etc/passwd"]')[0] == 0)
+    code, out, _ = h.config("set", "security.deniedPaths", "--add", "~/.kube")
+    check(code == 0 and out == f"added ~/.kube to security.deniedPaths in {h.global_file}\n", out)
+    code, out, _ = h.config("set", "security.deniedPaths", "--add", "~/.kube")  # already there
+    check(code == 0 and "already in" in out, out)
+    check(h.load(h.global_file)["security"]["deniedPaths"] == ["~/.aws", "/etc/passwd", "~/.kube"])
+    code, _, err = h.config("set", "security.deniedPaths", "--remove", "/etc/paswd")
+    check(code == 2 and "did you mean '/etc/passwd'" in err, err)
+    check(h.config("set", "security.deniedPaths", "--remove", "/etc/passwd")[0] == 0)
+    # The session's view: ~ expanded, absolute.
+    code, out, _ = h.config("get", "security.deniedPaths")
+    check(json.loads(out) == [os.path.join(h.home, ".aws"), os.path.join(h.home, ".kube")], out)
+    code, out, _ = h.config("get", "--global", "security.deniedPaths")  # as written
+    check(json.loads(out) == ["~/.aws", "~/.kube"], out)
+    code, _, err = h.config("set", "security.deniedPaths", "--add", "relative/path")
+    check(code == 2 and "security.deniedPaths[0]" in err, err)
+    # Adding to an absent extensionDirs keeps the default folder.
+    code, _, err = h.config("set", "extensionDirs", "--add", "/opt/dhara-ext")
+    check(code == 0 and "default extension folder" in err, err)
+    check(h.load(h.global_file)["extensionDirs"] == [os.path.join(h.dh, "extensions"), "/opt/dhara-ext"])
+    h.close()
+
+
+def test_a_symlinked_config_is_refused_and_its_target_untouched():
+    h = Home()
+    target = os.path.join(h.root, "dotfiles.json")
+    h.write(target, '{"security": {"level": "standard"}}')
+    os.makedirs(h.dh)
+    os.symlink(target, h.global_file)
+    code, _, err = h.config("set", "security.level", "paranoid")
+    check(code == 2 and "symbolic link" in err and target in err, err)
+    check(os.path.islink(h.global_file) and h.read(target) == b'{"security": {"level": "standard"}}')
+    h.close()
+
+
+def test_concurrent_sets_lose_nothing():
+    h = Home()
+    entries = [f"/srv/secret-{i}" for i in range(8)]
+    procs = [subprocess.Popen([DHARA, "config", "set", "security.deniedPaths", "--add", e], cwd=h.project, env=h.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) for e in entries]
+    codes = [p.wait(timeout=60) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    check(codes == [0] * 8, codes)
+    check(sorted(h.load(h.global_file)["security"]["deniedPaths"]) == entries, h.read(h.global_file))
+    check(h.leftovers(h.dh) == [], h.leftovers(h.dh))
+    h.close()
+
+
+# ---- --project ------------------------------------------------------------------------------
+
+def test_project_writes_the_nearest_project_file_and_tightening_applies():
+    h = Home()
+    deep = os.path.join(h.project, "src", "deep")
+    code, out, err = h.config("set", "--project", "security.level", "paranoid", cwd=deep)
+    check(code == 0 and out == f"set security.level to paranoid in {h.project_file}\n", code, out, err)
+    check(err == "", err)  # a tightening: nothing to warn about
+    check(h.load(h.project_file) == {"security": {"level": "paranoid"}})
+    check(stat.S_IMODE(os.stat(h.project_file).st_mode) == 0o644)
+    check(not os.path.exists(h.global_file), "the global file is not touched")
+    check(h.config("get", "security.level", cwd=deep)[1] == "paranoid\n")
+    check(h.config("get", "--project", "security.level", cwd=deep)[1] == "paranoid\n")
+    code, out, err = h.config("get", "--global", "security.level", cwd=deep)
+    check(code == 0 and out == "" and "not set" in err, code, out, err)
+    check(h.config("get", "--global", "--json", "security.level")[1] == "null\n")
+    # Project paths may be relative to the project.
+    check(h.config("set", "--project", "security.deniedPaths", '["secrets"]')[0] == 0)
+    check(json.loads(h.config("get", "security.deniedPaths")[1]) == [os.path.join(h.project, "secrets")])
+    h.close()
+
+
+def test_project_without_a_marker_is_the_cwd():
+    h = Home(project_marker=False)
+    code, _, err = h.config("set", "--project", "extensions.maxRestarts", "1")
+    check(code == 0, err)
+    check(h.load(h.project_file) == {"extensions": {"maxRestarts": 1}})
+    check(h.config("get", "extensions.maxRestarts")[1] == "1\n")
+    h.close()
+
+
+def test_project_loosening_is_written_but_warned_and_ignored_until_trusted():
+    h = Home()
+    code, out, err = h.config("set", "--project", "security.level", "yolo")
+    check(code == 0 and h.load(h.project_file) == {"security": {"level": "yolo"}}, code, out, err)
+    check(f"dhara: warning: project config {h.project_file}: ignored security.level \"yolo\"" in err, err)
+    check(f"add \"{h.project}\" to security.trustedProjects in {h.global_file}" in err, err)
+    check(h.config("get", "security.level")[1] == "standard\n")
+    # The session prints the same warning.
+    code, out, demo_err = h.dhara("demo")
+    check("level standard" in out and "ignored security.level \"yolo\"" in demo_err, out, demo_err)
+    code, _, err = h.config("set", "--project", "security.allowedPaths", '["/etc"]')
+    check(code == 0 and "ignored security.allowedPaths entry \"/etc\"" in err, err)
+    code, _, err = h.config("set", "--project", "extensions.callTimeoutMs", "999999")
+    check(code == 0 and "ignored extensions.callTimeoutMs 999999" in err, err)
+    # Trusting the project (globally) makes its settings apply as given.
+    code, _, err = h.config("set", "security.trustedProjects", "--add", h.project)
+    check(code == 0, err)
+    check(h.config("get", "security.level")[1] == "yolo\n")
+    code, out, err = h.config("set", "--project", "security.audit.keep", "9")
+    check(code == 0 and err == "" and h.config("get", "security.audit.keep")[1] == "9\n", err)
+    h.close()
+
+
+def test_project_refuses_what_only_the_global_file_may_hold():
+    h = Home()
+    original = b'{"security": {"level": "paranoid"}}\n'
+    h.write(h.project_file, original)
+    code, out, err = h.config("set", "--project", "security.trustedProjects", json.dumps([h.project]))
+    check(code == 2 and out == "" and "only from the global file" in err and h.global_file in err, err)
+    code, _, err = h.config("set", "--project", "security.trustedProjects", "--add", h.project)
+    check(code == 2, err)
+    code, _, err = h.config("set", "--project", "security.requireOsSandbox", "false")
+    check(code == 2 and "cannot turn security.requireOsSandbox off" in err, err)
+    check(h.read(h.project_file) == original)
+    check(h.config("set", "--project", "security.requireOsSandbox", "true")[0] == 0)  # tightening is fine
+    os.makedirs(h.dh, exist_ok=True)
+    code, _, err = h.config("set", "--project", "security.level", "standard", cwd=h.dh)
+    check(code == 2 and "not a project" in err, err)
+    h.close()
+
+
+# ---- unset ----------------------------------------------------------------------------------
+
+def test_unset_removes_the_key_and_objects_it_emptied():
+    h = Home()
+    h.write(h.global_file, json.dumps({"security": {"level": "paranoid", "audit": {"keep": 3}},
+                                       "extensions": {"maxRestarts": 2}, "mine": 1}))
+    code, out, err = h.config("unset", "security.audit.keep")
+    check(code == 0 and out == f"removed security.audit.keep from {h.global_file}\n", out, err)
+    check("now uses security.audit.keep 5" in err, err)
+    check(h.load(h.global_file) == {"security": {"level": "paranoid"}, "extensions": {"maxRestarts": 2}, "mine": 1})
+    code, out, _ = h.config("unset", "security.audit.keep")
+    check(code == 0 and "not set" in out, out)
+    # An unknown key the file holds can be removed (the session warns about it otherwise).
+    code, _, err = h.config("get", "security.level")
+    check("unknown key \"mine\"" in err, err)
+    check(h.config("unset", "mine")[0] == 0)
+    check(h.load(h.global_file) == {"security": {"level": "paranoid"}, "extensions": {"maxRestarts": 2}})
+    h.close()
+
+
+def test_help_has_examples():
+    h = Home()
+    for verb in ("get", "set", "unset"):
+        code, out, _ = h.config(verb, "--help")
+        check(code == 0 and "Examples:" in out and f"dhara config {verb}" in out, verb, out)
+    code, out, _ = h.config("set", "--help")
+    check("security.audit.durability" in out and "--add" in out, out)
+    h.close()
+
+
+if __name__ == "__main__":
+    harness.run(dict(globals()))
