@@ -3,6 +3,7 @@
 // audit entry (decidedBy: user, details.change) for every change.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/permissions_ops.hpp"
 #include "io/files.hpp"
 #include "io/audit_log.hpp"
 #include "io/permissions_file.hpp"
@@ -38,18 +40,8 @@ struct context {
 };
 
 std::optional<context> load(int& rc) {
-  auto where = io::discover_locations();
-  if (!where) {
-    std::fprintf(stderr, "dhara: %s\n", where.err().message.c_str());
-    rc = 2;
-    return std::nullopt;
-  }
-  auto loaded = broker::load_policy(*where, false);
-  if (!loaded) {
-    std::fprintf(stderr, "dhara: %s\n", loaded.err().message.c_str());
-    rc = 2;
-    return std::nullopt;
-  }
+  auto loaded = load_policy_for_command(rc);
+  if (!loaded) return std::nullopt;
   context c{std::move(*loaded), {}};
   for (const auto& e : c.policy.extensions) c.known[e.manifest.name].installed = &e;
   for (const auto& [name, entry] : c.policy.permissions.entries) c.known[name].recorded = &entry;
@@ -103,25 +95,6 @@ std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& 
     out.insert(out.end(), group->begin(), group->end());
   }
   return out;
-}
-
-// Appends the audit entries of a change made from the command line.
-bool audit(const context& c, std::vector<policy::audit_entry> entries) {
-  const auto& s = c.policy.settings;
-  auto log = io::audit_log::open(c.policy.where.dhara_home, {s.audit_durability, s.audit_max_bytes, s.audit_keep});
-  if (log) {
-    auto written = log->append(entries);
-    if (written) return true;
-    std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", written.err().message.c_str());
-    return false;
-  }
-  std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", log.err().message.c_str());
-  return false;
-}
-
-policy::audit_entry change_entry(const std::string& ext, const std::string& cap, bool allowed, const std::string& change) {
-  return policy::user_decision_entry(io::wall_clock_ms(), ext, cap, allowed, "change", change,
-                                     change == "reset" ? "permissions reset by the user" : "revoked by the user");
 }
 
 }  // namespace
@@ -191,9 +164,9 @@ int permissions_change(const global_options&, const std::string& action, const s
       std::fprintf(stderr, "dhara: %s\n", done.err().message.c_str());
       return 1;
     }
-    entries.push_back(change_entry(name, "*", false, "reset"));
+    entries.push_back(user_change_entry(name, "*", false, "reset"));
     std::printf("%s: permissions reset; every capability is pending again\n", name.c_str());
-    return audit(*c, std::move(entries)) ? 0 : 1;
+    return audit_user_changes(c->policy, std::move(entries)) ? 0 : 1;
   }
 
   std::vector<std::string> caps;
@@ -234,13 +207,50 @@ int permissions_change(const global_options&, const std::string& action, const s
     return 1;
   }
   for (const std::string& x : caps) {
-    entries.push_back(change_entry(name, x, approve, approve ? "approve" : "revoke"));
+    entries.push_back(user_change_entry(name, x, approve, approve ? "approve" : "revoke"));
     std::printf("%s: %s %s\n", name.c_str(), x.c_str(), approve ? "approved" : "revoked (denied)");
   }
-  return audit(*c, std::move(entries)) ? 0 : 1;
+  return audit_user_changes(c->policy, std::move(entries)) ? 0 : 1;
 }
 
 }  // namespace
+
+std::optional<broker::loaded_policy> load_policy_for_command(int& rc) {
+  auto where = io::discover_locations();
+  if (!where) {
+    std::fprintf(stderr, "dhara: %s\n", where.err().message.c_str());
+    rc = 2;
+    return std::nullopt;
+  }
+  auto loaded = broker::load_policy(*where, false);
+  if (!loaded) {
+    std::fprintf(stderr, "dhara: %s\n", loaded.err().message.c_str());
+    rc = 2;
+    return std::nullopt;
+  }
+  return std::move(*loaded);
+}
+
+policy::audit_entry user_change_entry(const std::string& extension, const std::string& capability, bool allowed,
+                                      const std::string& change) {
+  return policy::user_decision_entry(io::wall_clock_ms(), extension, capability, allowed, "change", change,
+                                     change == "reset" ? "permissions reset by the user" : "revoked by the user");
+}
+
+bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy::audit_entry> entries) {
+  // A file-size limit must fail the write (EFBIG), not kill dhara (see io::audit_log).
+  std::signal(SIGXFSZ, SIG_IGN);
+  const auto& s = loaded.settings;
+  auto log = io::audit_log::open(loaded.where.dhara_home, {s.audit_durability, s.audit_max_bytes, s.audit_keep});
+  if (log) {
+    auto written = log->append(entries);
+    if (written) return true;
+    std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", written.err().message.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", log.err().message.c_str());
+  return false;
+}
 
 void add_permissions_commands(CLI::App& config, command_context& ctx) {
   struct options {
