@@ -42,5 +42,7 @@ void add_permissions_commands(CLI::App& config, command_context& ctx);
 void add_doctor_command(CLI::App& app, command_context& ctx);
 /// `dhara serve --stdio [--mode …]`.
 void add_serve_command(CLI::App& app, command_context& ctx);
+/// `dhara sandbox exec --extension NAME -- CMD…`.
+void add_sandbox_command(CLI::App& app, command_context& ctx);
 
 }  // namespace dhara::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add_serve_command(app, ctx);
   add_config_commands(app, ctx);
   add_doctor_command(app, ctx);
+  add_sandbox_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
