@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`dhara config permissions …` and `dhara doctor --audit-log …` run as a user would, on a copy
-of the bundled demo home.
+of the bundled demo home with the example extensions (examples/extensions) installed and a
+hand-written permissions.json in the seed's shape.
 
 Usage: cli_commands_test.py DHARA_BINARY EXAMPLES_DEMO_DIR
 Prints `N passed, M failed` last; exits 1 on any failure.
@@ -16,6 +17,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (the shared runner beside this file)
 
 DHARA, DEMO = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+EXAMPLES = os.path.join(os.path.dirname(DEMO), "extensions")
+
+# As a user might write it by hand: web-tools exactly as in the seed (network:dns is recorded
+# although the example does not declare it: `show` lists stored keys as written), a group
+# wildcard for file-stats, and an entry left behind by an extension that is not installed.
+PERMISSIONS = {
+    "web-tools": {"version": "1.0.0",
+                  "capabilities": {"network:fetch": "approved", "network:dns": "approved",
+                                   "filesystem:write": "denied"},
+                  "approvedAt": "2026-05-14T10:00:00Z", "approvedBy": "user"},
+    "file-stats": {"version": "1.0.0", "capabilities": {"filesystem:*": "approved"}},
+    "shell-tools": {"version": "2.0.0", "capabilities": {"process:spawn": "approved"}},
+}
 
 
 class Home:
@@ -23,6 +37,10 @@ class Home:
         self.root = tempfile.mkdtemp(prefix="dhara-perm-cli-")
         shutil.copytree(DEMO, self.root, dirs_exist_ok=True)
         self.dh = os.path.join(self.root, "home", ".dhara")
+        for name in ("web-tools", "notes", "file-stats"):  # installed = a folder in extensions/
+            shutil.copytree(os.path.join(EXAMPLES, name), os.path.join(self.dh, "extensions", name))
+        with open(os.path.join(self.dh, "permissions.json"), "w") as f:
+            json.dump(PERMISSIONS, f, indent=2)
         self.env = {"HOME": os.path.join(self.root, "home"), "DHARA_HOME": self.dh, "PATH": os.environ["PATH"]}
 
     def run(self, *args):
@@ -50,8 +68,8 @@ def test_show_prints_the_seed_format_byte_for_byte():
                    "  [approved] network:dns\n"
                    "  [denied]   filesystem:write\n"), repr(out)
     code, out, _ = h.run("show", "notes")
-    assert out == "Extension: notes v0.1.0\n  [pending]  filesystem:read\n", repr(out)
-    code, out, _ = h.run("show", "fs-tools")  # a stored wildcard is shown as written
+    assert out == "Extension: notes v0.1.0\n  [pending]  filesystem:write\n", repr(out)
+    code, out, _ = h.run("show", "file-stats")  # a stored wildcard is shown as written
     assert "  [approved] filesystem:*\n" in out, repr(out)
     h.close()
 
@@ -86,18 +104,18 @@ def test_revoke_approve_reset_change_the_file_and_are_audited():
     assert h.run("revoke", "web-tools", "network:fetch")[0] == 0
     assert "  [denied]   network:fetch\n" in h.run("show", "web-tools")[1]
     assert h.run("approve", "notes", "--all")[0] == 0
-    assert h.run("show", "notes")[1] == "Extension: notes v0.1.0\n  [approved] filesystem:read\n"
+    assert h.run("show", "notes")[1] == "Extension: notes v0.1.0\n  [approved] filesystem:write\n"
     assert h.run("approve", "web-tools", "process:spawn")[0] == 0  # not declared: recorded, warned
     assert h.run("reset", "web-tools")[0] == 0
-    code, out, _ = h.run("show", "web-tools")
-    assert out.count("[pending]") == 3 and "[approved]" not in out, out
+    code, out, _ = h.run("show", "web-tools")  # back to what the manifest declares, all pending
+    assert out == "Extension: web-tools v1.0.0\n  [pending]  network:fetch\n", repr(out)
     assert h.run("reset", "web-tools")[0] == 2  # nothing recorded any more
     perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-    assert "web-tools" not in perms and perms["notes"]["capabilities"] == {"filesystem:read": "approved"}, perms
+    assert "web-tools" not in perms and perms["notes"]["capabilities"] == {"filesystem:write": "approved"}, perms
     audit = h.audit()
     changes = [(a["extension"], a["capability"], a["action"], a["details"]["change"]) for a in audit]
     assert changes == [("web-tools", "network:fetch", "denied", "revoke"),
-                       ("notes", "filesystem:read", "allowed", "approve"),
+                       ("notes", "filesystem:write", "allowed", "approve"),
                        ("web-tools", "process:spawn", "allowed", "approve"),
                        ("web-tools", "*", "denied", "reset")], changes
     assert all(a["decidedBy"] == "user" for a in audit) and [a["seq"] for a in audit] == [1, 2, 3, 4]
@@ -107,8 +125,8 @@ def test_revoke_approve_reset_change_the_file_and_are_audited():
 def test_audit_log_lists_filters_and_verifies():
     h = Home()
     h.run("revoke", "web-tools", "network:fetch")
-    h.run("approve", "notes", "filesystem:read")
-    h.run("reset", "shell-tools")
+    h.run("approve", "notes", "filesystem:write")
+    h.run("reset", "shell-tools")  # recorded, not installed: still resettable
     code, out, _ = h.dhara("doctor", "--audit-log")
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["TIME", "EXTENSION", "CAPABILITY", "ACTION", "SUBJECT", "REASON"], out
