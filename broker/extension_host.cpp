@@ -145,7 +145,7 @@ void extension_host::start() {
   interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
   actors::host_api_config host_cfg;
   host_cfg.checker = checkers_.front();  // host requests are rare next to tool calls
-  host_cfg.session = "session-" + std::to_string(::getpid());
+  host_cfg.session = options_.session_id.empty() ? "session-" + std::to_string(::getpid()) : options_.session_id;
   host_cfg.cwd = policy_.where.cwd;
   host_cfg.home = policy_.where.home;
   host_cfg.path_env = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";

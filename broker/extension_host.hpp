@@ -59,6 +59,9 @@ struct host_options {
   /// Ask on the terminal for pending capabilities when the extensions load (an interactive
   /// CLI session). `serve` asks its client at the first call instead.
   bool prompt_at_load = true;
+  /// Written into the audit entries of host requests; empty: `session-<pid>`. The batch and
+  /// serve pass the id their tool calls carry, so one session reads as one in the audit.
+  std::string session_id;
 };
 
 class extension_host {

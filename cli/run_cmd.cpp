@@ -64,12 +64,14 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   }
   auto calls = broker::parse_batch(text);  // usage errors are found before any extension starts
   int rc = 0;
-  auto s = open_session(g, rc);
+  session_options so;
+  so.session_id = "batch-" + std::to_string(::getpid());
+  auto s = open_session(g, rc, so);
   if (!s) return rc;
   broker::batch_options opts;
   opts.concurrency = concurrency;
   opts.cwd = s->policy.where.cwd;
-  opts.session_id = "batch-" + std::to_string(::getpid());
+  opts.session_id = so.session_id;
   opts.mode = hitl;
   opts.progress = hitl == broker::hitl_mode::automatic && ::isatty(2) == 1;
   if (can_ask) {

@@ -88,12 +88,13 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
   so.interactive = cfg.can_ask;  // the client answers where a terminal would
   so.prompt_at_load = false;     // asked at the first call that needs it, through the client
   so.error = &error;
+  so.session_id = session_id->empty() ? "serve-" + std::to_string(::getpid()) : *session_id;
   auto s = open_session(g, rc, so);
   if (!s)
     return out.write_line(io::encode_error(req.id, -32000, "the session could not be opened: " + error,
                                            {{"reason", error}}));
   cfg.cwd = s->policy.where.cwd;
-  cfg.session_id = session_id->empty() ? "serve-" + std::to_string(::getpid()) : *session_id;
+  cfg.session_id = so.session_id;
   open.server = broker::spawn_server(*s->sys, *s->host, out, cfg, [&end](int code) { end.signal(code); });
   if (cfg.can_ask) s->host->set_approver(caf::actor_cast<actors::hitl_actor>(open.server));
   json result = broker::initialize_result();

@@ -31,6 +31,7 @@ struct session_options {
   std::optional<bool> interactive;  ///< who may be asked; default: a terminal is there and no --no-prompt
   bool prompt_at_load = true;       ///< ask about pending capabilities on the terminal at load
   std::string* error = nullptr;     ///< set: the failure sentence goes here instead of stderr
+  std::string session_id;           ///< for the audit entries of host requests (see host_options)
 };
 
 /// Loads the policy and starts every extension. On failure prints one sentence to stderr and

@@ -221,6 +221,9 @@ def test_grep_finds_lines_and_skips_binary_and_git():
         grep_checks = {a["details"].get("path") for a in s.audit() if a.get("tool") == "host/check"}
         assert os.path.join(s.project, "src", "a.py") in grep_checks, grep_checks
         assert os.path.join(s.project, ".git", "config") not in grep_checks, grep_checks
+        # Host requests and tool calls of one batch carry the same session id.
+        sessions = {a.get("session") for a in s.audit() if a.get("tool")}
+        assert len(sessions) == 1 and sessions.pop().startswith("batch-"), s.audit()
     finally:
         s.close()
 
