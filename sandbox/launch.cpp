@@ -1,0 +1,359 @@
+// dhara-launch: applies an extension's OS sandbox profile to itself, then execs the command.
+//
+//   dhara-launch (--profile FILE | --profile-fd N) [--status-fd N] [--setsid] -- /abs/cmd args…
+//
+// One job, in the order of SANDBOX.md: fd hygiene; user+mount namespace masks for denied
+// paths inside granted ones; no_new_privs and every capability dropped; Landlock (files,
+// TCP, scoping) at the ABI the kernel has; seccomp last; execve. Any failure prints
+// `dhara-launch: <phase>: <strerror> (<what to do>)`, writes `<phase> <errno>` to the status
+// fd, and exits 126 (127: the command does not exist). The command never runs unsandboxed.
+// Single-threaded; it is its own process, so ordinary allocation is fine until execve.
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "policy/sandbox_profile.hpp"
+
+extern char** environ;
+
+namespace policy = dhara::policy;
+
+namespace {
+
+// The Landlock UAPI up to ABI 6, spelled out: distribution headers lag the kernel.
+constexpr long sys_landlock_create_ruleset = 444, sys_landlock_add_rule = 445, sys_landlock_restrict_self = 446;
+constexpr std::uint32_t ll_create_ruleset_version = 1u << 0;
+constexpr int ll_rule_path_beneath = 1;
+struct ll_ruleset_attr {
+  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_net;  // ABI 4
+  std::uint64_t scoped;              // ABI 6
+};
+struct __attribute__((packed)) ll_path_beneath_attr {
+  std::uint64_t allowed_access;
+  std::int32_t parent_fd;
+};
+enum : std::uint64_t {
+  fs_execute = 1ull << 0, fs_write_file = 1ull << 1, fs_read_file = 1ull << 2, fs_read_dir = 1ull << 3,
+  fs_remove_dir = 1ull << 4, fs_remove_file = 1ull << 5, fs_make_char = 1ull << 6, fs_make_dir = 1ull << 7,
+  fs_make_reg = 1ull << 8, fs_make_sock = 1ull << 9, fs_make_fifo = 1ull << 10, fs_make_block = 1ull << 11,
+  fs_make_sym = 1ull << 12, fs_refer = 1ull << 13, fs_truncate = 1ull << 14, fs_ioctl_dev = 1ull << 15,
+  net_bind_tcp = 1ull << 0, net_connect_tcp = 1ull << 1,
+  scope_abstract_unix = 1ull << 0, scope_signal = 1ull << 1,
+};
+constexpr std::uint64_t fs_abi1 = (1ull << 13) - 1;
+// Rights a rule on a single file may carry; folder rights there are EINVAL.
+constexpr std::uint64_t fs_file_rights = fs_execute | fs_write_file | fs_read_file | fs_truncate | fs_ioctl_dev;
+constexpr std::uint64_t fs_read = fs_read_file | fs_read_dir;
+constexpr std::uint64_t fs_exec = fs_read | fs_execute;
+// Write: no device nodes and no sockets (unix sockets are refused by seccomp anyway).
+constexpr std::uint64_t fs_write = fs_read | fs_write_file | fs_remove_dir | fs_remove_file | fs_make_dir |
+                                   fs_make_reg | fs_make_fifo | fs_make_sym | fs_refer | fs_truncate | fs_ioctl_dev;
+
+int status_fd = -1;
+
+[[noreturn]] void die(const char* phase, int err, const std::string& hint, int code = 126) {
+  std::fprintf(stderr, "dhara-launch: %s: %s (%s)\n", phase, std::strerror(err), hint.c_str());
+  if (status_fd >= 0) {
+    char line[96];
+    int n = std::snprintf(line, sizeof line, "%s %d\n", phase, err);
+    if (n > 0) (void)!::write(status_fd, line, static_cast<std::size_t>(n));
+  }
+  std::_Exit(code);
+}
+
+[[noreturn]] void usage(const std::string& what) {
+  die("usage", EINVAL, what + "; usage: dhara-launch (--profile FILE | --profile-fd N) [--status-fd N] "
+                              "[--setsid] -- /absolute/command [args...]");
+}
+
+int parse_fd(const char* s) {
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (!*s || *end || v < 0 || v > 1 << 20) usage(std::string("not a file descriptor: ") + s);
+  return static_cast<int>(v);
+}
+
+std::string read_all(int fd, const char* what) {
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      die("profile", errno, std::string("cannot read the profile from ") + what);
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > (1u << 22)) die("profile", EFBIG, "the profile is larger than 4 MiB");
+  }
+  return out;
+}
+
+void write_file(const char* path, const std::string& text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    die("namespace", errno, std::string("cannot write ") + path);
+  ::close(fd);
+}
+
+// Step 2: hide denied paths that lie inside granted ones. Landlock cannot deny below an
+// allowed folder, so a read-only mode-000 tmpfs covers a denied folder and a read-only bind
+// of an empty mode-000 file covers a denied file. The capabilities this gives (inside the
+// new user namespace only) are dropped in step 3, after which mode 000 holds even for root.
+void apply_masks(const policy::sandbox_profile& p) {
+  std::vector<std::string> masks = p.mask;
+  for (const std::string& pattern : p.mask_globs) {
+    glob_t g{};
+    if (::glob(pattern.c_str(), GLOB_NOSORT | GLOB_NOESCAPE, nullptr, &g) == 0)
+      for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+  std::vector<std::pair<std::string, bool>> present;  // path, is a folder
+  for (const std::string& m : masks) {
+    struct stat st{};
+    if (::stat(m.c_str(), &st) != 0) continue;  // absent: nothing to hide (docs/sandbox.md, limits)
+    present.emplace_back(m, S_ISDIR(st.st_mode));
+  }
+  if (present.empty()) return;
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+    die("namespace", errno, "user namespaces are needed to hide denied paths inside allowed ones; "
+                            "enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
+  write_file("/proc/self/setgroups", "deny");
+  write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
+  write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    die("mask", errno, "cannot make / private in the new mount namespace");
+  constexpr unsigned long ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  bool files = false;
+  for (const auto& [path, dir] : present) {
+    if (!dir) {
+      files = true;
+      continue;
+    }
+    if (::mount("dhara-mask", path.c_str(), "tmpfs", ro, "mode=000,size=4k,nr_inodes=1") != 0)
+      die("mask", errno, "cannot hide the denied folder " + path);
+  }
+  if (!files) return;
+  // An empty mode-000 file to bind over denied files, made on a scratch tmpfs mounted over
+  // the private temp dir and detached again once the binds hold it.
+  if (p.temp_dir.empty()) die("mask", EINVAL, "the profile has no tempDir to build file masks in");
+  if (::mount("dhara-scratch", p.temp_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=700,size=4k") != 0)
+    die("mask", errno, "cannot mount a scratch tmpfs on " + p.temp_dir);
+  std::string empty = p.temp_dir + "/empty";
+  int fd = ::open(empty.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+  if (fd < 0) die("mask", errno, "cannot create the empty mask file");
+  ::close(fd);
+  for (const auto& [path, dir] : present) {
+    if (dir) continue;
+    if (::mount(empty.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | ro, nullptr) != 0)
+      die("mask", errno, "cannot hide the denied file " + path);
+  }
+  if (::umount2(p.temp_dir.c_str(), MNT_DETACH) != 0) die("mask", errno, "cannot detach the scratch tmpfs");
+}
+
+struct rule {
+  int fd;
+  std::uint64_t rights;
+};
+
+// O_PATH fds for every granted path, opened before capabilities go (a root launcher may
+// need them to reach the path). A path that does not exist grants nothing and is skipped.
+std::vector<rule> open_rules(const policy::sandbox_profile& p) {
+  std::vector<rule> rules;
+  auto add = [&](const std::vector<std::string>& paths, std::uint64_t rights) {
+    for (const std::string& path : paths) {
+      int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+      if (fd < 0) continue;
+      struct stat st{};
+      if (::fstat(fd, &st) != 0) die("landlock", errno, "cannot stat " + path);
+      rules.push_back({fd, S_ISDIR(st.st_mode) ? rights : rights & fs_file_rights});
+    }
+  };
+  add(p.read, fs_read);
+  add(p.execute, fs_exec);
+  add(p.write, fs_write);
+  return rules;
+}
+
+// Step 3: no_new_privs (Landlock and seccomp need it; setuid bits stop working) and every
+// capability gone: bounding set (what a root execve would regain), ambient, then capset 0.
+void drop_privileges() {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("privileges", errno, "cannot set no_new_privs");
+  for (int cap = 0; cap < 64; ++cap) {
+    if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) <= 0) continue;  // absent or beyond the last cap
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && !(errno == EPERM && ::geteuid() != 0))
+      die("privileges", errno, "cannot drop capability " + std::to_string(cap) + " from the bounding set");
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    die("privileges", errno, "cannot clear the ambient capabilities");
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capset, &hdr, data) != 0) die("privileges", errno, "cannot drop capabilities");
+}
+
+// Step 4: Landlock with every right this ABI knows handled, so what no rule grants is denied.
+void apply_landlock(const policy::sandbox_profile& p, const std::vector<rule>& rules) {
+  long abi = ::syscall(sys_landlock_create_ruleset, nullptr, 0, ll_create_ruleset_version);
+  if (abi < 1)
+    die("landlock", errno, errno == EOPNOTSUPP ? "Landlock is not enabled: add 'landlock' to the lsm= boot parameter"
+                                               : "this kernel has no Landlock (Linux 5.13 or later is needed)");
+  ll_ruleset_attr attr{fs_abi1, 0, 0};
+  if (abi >= 2) attr.handled_access_fs |= fs_refer;
+  if (abi >= 3) attr.handled_access_fs |= fs_truncate;
+  if (abi >= 5) attr.handled_access_fs |= fs_ioctl_dev;
+  if (abi >= 4) {
+    if (!p.network.bind) attr.handled_access_net |= net_bind_tcp;
+    if (!p.network.connect) attr.handled_access_net |= net_connect_tcp;
+  }
+  if (abi >= 6) attr.scoped = scope_abstract_unix | scope_signal;
+  std::size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(std::uint64_t) : sizeof(std::uint64_t);
+  int ruleset = static_cast<int>(::syscall(sys_landlock_create_ruleset, &attr, size, 0));
+  if (ruleset < 0) die("landlock", errno, "cannot create the Landlock ruleset");
+  for (const rule& r : rules) {
+    ll_path_beneath_attr pb{r.rights & attr.handled_access_fs, r.fd};
+    if (pb.allowed_access == 0) continue;
+    if (::syscall(sys_landlock_add_rule, ruleset, ll_rule_path_beneath, &pb, 0) != 0)
+      die("landlock", errno, "cannot add a Landlock path rule");
+    ::close(r.fd);
+  }
+  if (::syscall(sys_landlock_restrict_self, ruleset, 0) != 0) die("landlock", errno, "cannot enforce Landlock");
+  ::close(ruleset);
+}
+
+// Step 5, built here and loaded last: the syscalls Landlock does not cover.
+scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
+  scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ALLOW);  // other architectures are killed
+  if (!ctx) die("seccomp", ENOMEM, "cannot initialise libseccomp");
+  const auto eperm = SCMP_ACT_ERRNO(EPERM);
+  auto add = [&](std::uint32_t action, const char* name, std::vector<scmp_arg_cmp> args) {
+    int nr = ::seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;  // not a syscall on this architecture
+    int rc = ::seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()), args.data());
+    if (rc != 0) die("seccomp", -rc, std::string("cannot add the seccomp rule for ") + name);
+  };
+  // Always refused: debugging and memory of others, kernel attack surface, namespaces, mounts.
+  for (const char* name :
+       {"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register",
+        "bpf", "userfaultfd", "keyctl", "add_key", "request_key", "mount", "umount2", "pivot_root", "move_mount",
+        "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns", "chroot",
+        "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "perf_event_open",
+        "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
+        "uselib", "iopl", "ioperm"})
+    add(eperm, name, {});
+  add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)});
+  add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)});
+  for (std::uint64_t f : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+                          CLONE_NEWNET, static_cast<decltype(CLONE_NEWNS)>(0x80) /* CLONE_NEWTIME */})
+    add(eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, f, f)});
+  // clone3 passes its flags in memory seccomp cannot read: ENOSYS makes libc use clone.
+  add(SCMP_ACT_ERRNO(ENOSYS), "clone3", {});
+  if (!p.spawn) {
+    add(eperm, "fork", {});
+    add(eperm, "vfork", {});
+    add(eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});  // threads still work
+  }
+  // socket(): AF_UNIX never (a path socket outside is not covered by Landlock); TCP with a
+  // network capability (Landlock then limits connect/bind); UDP and route netlink with
+  // network:dns; every other family and type refused.
+  if (!p.network.connect && !p.network.bind && !p.network.udp) {
+    add(eperm, "socket", {});  // one rule: the filter stays short (socketpair is another syscall)
+    return ctx;
+  }
+  for (std::uint64_t domain = 0; domain < 64; ++domain) {
+    if (domain == AF_INET || domain == AF_INET6) {
+      for (std::uint64_t type = 0; type < 16; ++type) {
+        bool ok = (type == SOCK_STREAM && (p.network.connect || p.network.bind)) || (type == SOCK_DGRAM && p.network.udp);
+        if (!ok) add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type)});
+      }
+    } else if (domain == AF_NETLINK && p.network.udp) {
+      add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A2(SCMP_CMP_GE, 1)});  // NETLINK_ROUTE only
+    } else {
+      add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain)});
+    }
+  }
+  add(eperm, "socket", {SCMP_A0(SCMP_CMP_GE, 64)});
+  return ctx;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string profile_file;
+  int profile_fd = -1;
+  bool new_session = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "--setsid") new_session = true;
+    else if (a == "--profile" && i + 1 < argc) profile_file = argv[++i];
+    else if (a == "--profile-fd" && i + 1 < argc) profile_fd = parse_fd(argv[++i]);
+    else if (a == "--status-fd" && i + 1 < argc) status_fd = parse_fd(argv[++i]);
+    else usage("unknown option " + a);
+  }
+  if (i >= argc) usage("no command after --");
+  if (profile_file.empty() == (profile_fd < 0)) usage("give exactly one of --profile and --profile-fd");
+  char** command = argv + i;
+  if (command[0][0] != '/') usage(std::string("the command must be an absolute path: ") + command[0]);
+
+  // Step 1: die with the parent, and no inherited fd survives the exec (an open fd to a
+  // folder outside the profile would bypass Landlock).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die("fds", errno, "cannot set the parent-death signal");
+  if (new_session && ::setsid() < 0) die("fds", errno, "cannot start a new session");
+
+  std::string text;
+  if (profile_fd >= 0) {
+    text = read_all(profile_fd, "the profile fd");
+    ::close(profile_fd);
+  } else {
+    int fd = ::open(profile_file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("profile", errno, "cannot open " + profile_file);
+    text = read_all(fd, profile_file.c_str());
+    ::close(fd);
+  }
+  auto profile = policy::parse_sandbox_profile(text);
+  if (!profile) die("profile", EINVAL, profile.err().message);
+
+  struct stat st{};
+  if (::stat(command[0], &st) != 0)
+    die("exec", errno, std::string("cannot find ") + command[0], errno == ENOENT || errno == ENOTDIR ? 127 : 126);
+
+  if (::close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) != 0)
+    die("fds", errno, "close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 or later");
+  scmp_filter_ctx filter = build_seccomp(*profile);
+  apply_masks(*profile);
+  std::vector<rule> rules = open_rules(*profile);
+  drop_privileges();
+  apply_landlock(*profile, rules);
+  if (int rc = ::seccomp_load(filter); rc != 0)
+    die("seccomp", -rc, "cannot load the seccomp filter (is seccomp enabled in this kernel?)");
+  ::execve(command[0], command, environ);
+  int err = errno;
+  die("exec", err, std::string("cannot run ") + command[0] + " in the sandbox", err == ENOENT ? 127 : 126);
+}

@@ -1,0 +1,204 @@
+// The OS sandbox profile: capabilities to kernel rules, deny beats grant, the JSON form.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "policy/sandbox_profile.hpp"
+
+using namespace dhara::policy;
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+sandbox_inputs base_inputs(std::initializer_list<capability> caps) {
+  sandbox_inputs in;
+  for (capability c : caps) in.granted.insert(c);
+  in.allowed_paths = {"/home/u/proj"};
+  in.denied_paths = {"/etc/shadow", "/home/u/.ssh", "/home/u/proj/secrets", "/home/u/proj/.env"};
+  in.extension_folder = "/home/u/.dhara/extensions/probe";
+  in.interpreter = "/usr/bin/python3.11";
+  in.interpreter_loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  in.temp_dir = "/tmp/dhara-sandbox-abc";
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("no capability: system dirs, curated /etc, own folder, temp dir only", "[policy][sandbox]") {
+  sandbox_profile p = compute_sandbox_profile(base_inputs({}));
+  CHECK(has(p.read, "/usr"));
+  CHECK(has(p.read, "/etc/ld.so.cache"));
+  CHECK(has(p.read, "/etc/resolv.conf"));
+  CHECK(has(p.read, "/etc/python3.11"));
+  CHECK(has(p.read, "/home/u/.dhara/extensions/probe"));
+  CHECK_FALSE(has(p.read, "/etc"));
+  CHECK_FALSE(has(p.read, "/etc/shadow"));
+  CHECK_FALSE(has(p.read, "/home/u/proj"));
+  CHECK_FALSE(has(p.write, "/home/u/proj"));
+  CHECK(has(p.write, "/tmp/dhara-sandbox-abc"));
+  CHECK(has(p.write, "/dev/null"));
+  CHECK(p.temp_dir == "/tmp/dhara-sandbox-abc");
+  // Without process:spawn only the interpreter and its loader execute.
+  CHECK(p.execute == std::vector<std::string>{"/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"});
+  CHECK(p.mask.empty());  // nothing denied lies inside what is granted
+  CHECK(p.network == sandbox_network{});
+  CHECK_FALSE(p.spawn);
+}
+
+TEST_CASE("filesystem:read grants the allowed paths read-only, write adds write", "[policy][sandbox]") {
+  sandbox_profile r = compute_sandbox_profile(base_inputs({capability::filesystem_read}));
+  CHECK(has(r.read, "/home/u/proj"));
+  CHECK_FALSE(has(r.write, "/home/u/proj"));
+  sandbox_profile w = compute_sandbox_profile(base_inputs({capability::filesystem_write}));
+  CHECK(has(w.write, "/home/u/proj"));
+  CHECK_FALSE(has(w.read, "/home/u/proj"));  // write covers read
+}
+
+TEST_CASE("a denied path inside a granted one becomes a mask; one above removes the grant", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_read});
+  in.denied_paths.push_back("/home/u/proj/secrets/deeper");  // already under a mask
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(p.mask == std::vector<std::string>{"/home/u/proj/.env", "/home/u/proj/secrets"});
+
+  in.denied_paths.push_back("/home/u");  // denies the whole allowed path
+  p = compute_sandbox_profile(in);
+  CHECK_FALSE(has(p.read, "/home/u/proj"));
+  CHECK_FALSE(has(p.read, "/home/u/.dhara/extensions/probe"));
+  CHECK(p.mask.empty());
+}
+
+TEST_CASE("prefixes are path segments, not strings", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_read});
+  in.denied_paths = {"/home/u/projects", "/home/u/pro"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(has(p.read, "/home/u/proj"));
+  CHECK(p.mask.empty());
+}
+
+TEST_CASE("the whole filesystem allowed still masks /etc/shadow and ~/.ssh", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_read});
+  in.allowed_paths = {"/"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(p.read == std::vector<std::string>{"/"});  // everything else is under it
+  CHECK(has(p.mask, "/etc/shadow"));
+  CHECK(has(p.mask, "/home/u/.ssh"));
+}
+
+TEST_CASE("denied globs: last-segment globs are masked at launch, others are named", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_read});
+  in.denied_globs = {"/home/u/proj/.dhara/config.json*", "/home/u/proj/**/*.pem", "/proc/**/root", "/home/**/id_*"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(p.mask_globs == std::vector<std::string>{"/home/u/proj/.dhara/config.json*"});
+  REQUIRE(p.unenforced.size() == 2);
+  CHECK(p.unenforced[0].find("/home/u/proj/**/*.pem") != std::string::npos);
+  CHECK(p.unenforced[1].find("/home/**/id_*") != std::string::npos);
+}
+
+TEST_CASE("capabilities map to network and spawn as DESIGN §9 says", "[policy][sandbox]") {
+  struct row {
+    capability cap;
+    sandbox_network net;
+    bool spawn;
+  };
+  const row table[] = {
+      {capability::network_outbound, {true, false, false}, false},
+      {capability::network_fetch, {true, false, false}, false},
+      {capability::network_inbound, {false, true, false}, false},
+      {capability::network_dns, {false, false, true}, false},
+      {capability::process_spawn, {}, true},
+      {capability::process_signal, {}, false},
+      {capability::secrets_env, {}, false},
+  };
+  for (const row& r : table) {
+    INFO(to_string(r.cap));
+    sandbox_profile p = compute_sandbox_profile(base_inputs({r.cap}));
+    CHECK(p.network == r.net);
+    CHECK(p.spawn == r.spawn);
+  }
+}
+
+TEST_CASE("process:spawn executes system dirs and the extension folder", "[policy][sandbox]") {
+  sandbox_profile p = compute_sandbox_profile(base_inputs({capability::process_spawn}));
+  CHECK(has(p.execute, "/usr"));
+  CHECK(has(p.execute, "/home/u/.dhara/extensions/probe"));
+  CHECK_FALSE(has(p.execute, "/usr/bin/python3.11"));  // covered by /usr
+  CHECK_FALSE(has(p.read, "/usr"));
+}
+
+TEST_CASE("an interpreter outside /usr brings its install prefix", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({});
+  in.interpreter = "/home/u/.pyenv/versions/3.11.7/bin/python3.11";
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(has(p.read, "/home/u/.pyenv/versions/3.11.7"));
+  CHECK(has(p.execute, "/home/u/.pyenv/versions/3.11.7/bin/python3.11"));
+}
+
+TEST_CASE("granted comes from approvals the manifest declares, minus denials", "[policy][sandbox]") {
+  extension_policy e;
+  e.declared.insert(capability::filesystem_read);
+  e.declared.insert(capability::network_fetch);
+  e.approved_by_user.insert(capability::filesystem_read);
+  e.approved_by_user.insert(capability::network_fetch);
+  e.approved_by_user.insert(capability::process_spawn);  // not declared
+  e.denied.insert(capability::network_fetch);
+  capability_set g = sandbox_granted(e);
+  CHECK(g.contains(capability::filesystem_read));
+  CHECK_FALSE(g.contains(capability::network_fetch));
+  CHECK_FALSE(g.contains(capability::process_spawn));
+}
+
+TEST_CASE("inputs from a snapshot: plain entries as paths, globs apart", "[policy][sandbox]") {
+  policy_snapshot s;
+  s.paths.allowed = {{"~/proj", "/home/u/proj", false, ""}, {"/data/*", "/data/*", true, "/data"}};
+  s.paths.denied = {{"built-in", "/etc/shadow", false, ""}, {"x", "/home/u/proj/*.key", true, "/home/u/proj"}};
+  extension_policy e;
+  e.folder = "/ext";
+  sandbox_inputs in = sandbox_inputs_for(s, e, "/usr/bin/node", "", "/tmp/t");
+  CHECK(in.allowed_paths == std::vector<std::string>{"/home/u/proj"});
+  CHECK(in.denied_paths == std::vector<std::string>{"/etc/shadow"});
+  CHECK(in.denied_globs == std::vector<std::string>{"/home/u/proj/*.key"});
+  CHECK(in.extension_folder == "/ext");
+}
+
+TEST_CASE("the JSON form round-trips", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_write, capability::network_fetch, capability::process_spawn});
+  in.denied_globs = {"/home/u/proj/.dhara/config.json*"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  auto back = parse_sandbox_profile(to_json(p));
+  REQUIRE(back);
+  CHECK(*back == p);
+}
+
+TEST_CASE("hostile profiles are refused with the field named", "[policy][sandbox]") {
+  const std::pair<const char*, const char*> table[] = {
+      {"", "not a JSON object"},
+      {"[]", "not a JSON object"},
+      {R"({"version":2})", "'version'"},
+      {R"({"read":[]})", "'version'"},
+      {R"({"version":1,"read":"/usr"})", "'read'"},
+      {R"({"version":1,"read":["usr"]})", "'read'"},
+      {R"({"version":1,"write":["/tmp/../etc"]})", "'write'"},
+      {R"({"version":1,"mask":["/a//b"]})", "'mask'"},
+      {R"({"version":1,"execute":[1]})", "'execute'"},
+      {R"({"version":1,"network":{"connect":"yes"}})", "'network.connect'"},
+      {R"({"version":1,"spawn":1})", "'spawn'"},
+      {R"({"version":1,"maskGlobs":["*.key"]})", "'maskGlobs'"},
+      {R"({"version":1,"tempDir":"tmp"})", "'tempDir'"},
+  };
+  for (auto [text, field] : table) {
+    INFO(text);
+    auto r = parse_sandbox_profile(text);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().message.find(field) != std::string::npos);
+  }
+  auto empty = parse_sandbox_profile(R"({"version":1})");
+  REQUIRE(empty);  // everything absent: nothing granted
+  CHECK(empty->read.empty());
+  CHECK_FALSE(empty->spawn);
+}
+
+TEST_CASE("the launcher argv puts the profile before the command", "[policy][sandbox]") {
+  CHECK(launcher_argv("/opt/dhara/dhara-launch", "/run/p.json", {"/usr/bin/node", "main.js"}) ==
+        std::vector<std::string>{"/opt/dhara/dhara-launch", "--profile", "/run/p.json", "--", "/usr/bin/node", "main.js"});
+}
