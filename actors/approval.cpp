@@ -7,19 +7,14 @@
 
 #include "io/terminal.hpp"
 #include "policy/capability.hpp"
+#include "policy/text.hpp"
 
 namespace dhara::actors {
 namespace {
 
-// Text from a manifest or an extension (names, versions, authors, tool names) as it may
-// appear on the terminal: control characters shown as '?', so it cannot move the cursor,
-// clear the screen or fake a line of its own.
-std::string shown(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return out;
-}
+// Text from a manifest or an extension (names, versions, authors, tool names) reaches the
+// terminal only through terminal_safe.
+using policy::terminal_safe;
 
 // Asks one question; the answer key is echoed with a newline.
 char ask(io::terminal& tty, const std::string& question) { return tty.ask(question + "\nApprove? (y/n) "); }
@@ -31,7 +26,8 @@ approval_answer prompt(const approval_request& r, const std::string& tty_path) {
     out.failure = "no terminal to ask on (" + tty_path + ")";
     return out;
   }
-  std::string who = shown(r.extension) + " v" + shown(r.version) + (r.author.empty() ? "" : " (" + shown(r.author) + ")");
+  std::string who = terminal_safe(r.extension) + " v" + terminal_safe(r.version) +
+                    (r.author.empty() ? "" : " (" + terminal_safe(r.author) + ")");
   if (!r.per_capability) {
     char k = ask(tty, package_prompt(r));
     if (k == 0) out.failure = "the terminal closed before an answer";
@@ -81,18 +77,20 @@ std::string_view to_string(question_kind k) {
 std::string question_prompt(const hitl_question& q) {
   switch (q.kind) {
     case question_kind::tool:
-      return "[" + shown(q.tool) + "]" + (q.subject.empty() ? "" : " " + shown(q.subject)) + "\nApprove? (y/n/q) ";
+      return "[" + terminal_safe(q.tool) + "]" + (q.subject.empty() ? "" : " " + terminal_safe(q.subject)) +
+             "\nApprove? (y/n/q) ";
     case question_kind::result: {
-      std::string text = "[" + shown(q.tool) + "]" + (q.subject.empty() ? "" : " " + shown(q.subject)) + " → " + q.status +
-                         "\n" + q.shown;
+      std::string text = "[" + terminal_safe(q.tool) + "]" + (q.subject.empty() ? "" : " " + terminal_safe(q.subject)) +
+                         " → " + q.status + "\n" + q.shown;
       if (!text.ends_with('\n')) text += '\n';
       return text + "Continue? (y/n/q) ";
     }
     case question_kind::capability: {
       auto parsed = policy::parse_capability(q.capability);
       std::string meaning = parsed ? std::string(policy::meaning(*parsed)) : std::string();
-      return shown(q.extension) + " requests " + shown(q.capability) + (meaning.empty() ? "" : " — " + meaning) + " for [" +
-             shown(q.tool) + "]" + (q.subject.empty() ? "" : " " + shown(q.subject)) + "\nApprove? (y/n/q) ";
+      return terminal_safe(q.extension) + " requests " + terminal_safe(q.capability) +
+             (meaning.empty() ? "" : " — " + meaning) + " for [" + terminal_safe(q.tool) + "]" +
+             (q.subject.empty() ? "" : " " + terminal_safe(q.subject)) + "\nApprove? (y/n/q) ";
     }
   }
   return {};
@@ -101,8 +99,8 @@ std::string question_prompt(const hitl_question& q) {
 std::string package_prompt(const approval_request& r) {
   std::string caps;
   for (const std::string& c : r.capabilities) caps += (caps.empty() ? "" : ", ") + c;
-  return shown(r.extension) + " v" + shown(r.version) + (r.author.empty() ? "" : " (" + shown(r.author) + ")") +
-         " requests " + shown(caps);
+  return terminal_safe(r.extension) + " v" + terminal_safe(r.version) +
+         (r.author.empty() ? "" : " (" + terminal_safe(r.author) + ")") + " requests " + terminal_safe(caps);
 }
 
 approval_actor spawn_approval(caf::actor_system& sys, std::string tty_path) {

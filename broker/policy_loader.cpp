@@ -25,28 +25,6 @@ policy::result<policy::parsed_layer> load_layer(const std::string& path, policy:
   return policy::parse_settings(*text, path, kind);
 }
 
-// Reads <folder>/manifest.json or manifest.yaml (both present is ambiguous: skipped).
-policy::result<policy::manifest> load_manifest(const fs::path& folder) {
-  std::string json_path = (folder / "manifest.json").string();
-  std::string yaml_path = (folder / "manifest.yaml").string();
-  auto json_text = io::read_text_file(json_path);
-  auto yaml_text = io::read_text_file(yaml_path);
-  bool has_json = json_text || json_text.err().code != errc::not_found;
-  bool has_yaml = yaml_text || yaml_text.err().code != errc::not_found;
-  if (has_json && has_yaml)
-    return policy::make_error(errc::invalid_value, folder.string() +
-                                                       " has both manifest.json and manifest.yaml; remove one");
-  if (has_json) {
-    if (!json_text) return json_text.err();
-    return io::load_manifest_text(*json_text, false, json_path);
-  }
-  if (has_yaml) {
-    if (!yaml_text) return yaml_text.err();
-    return io::load_manifest_text(*yaml_text, true, yaml_path);
-  }
-  return policy::make_error(errc::not_found, folder.string() + " has no manifest.json or manifest.yaml");
-}
-
 // Extension folders in one extension dir: <dir>/<name>/ and <dir>/@scope/<name>/.
 std::vector<fs::path> extension_folders(const std::string& dir) {
   std::vector<fs::path> out;
@@ -66,6 +44,27 @@ std::vector<fs::path> extension_folders(const std::string& dir) {
 }
 
 }  // namespace
+
+policy::result<policy::manifest> load_manifest(const std::filesystem::path& folder) {
+  std::string json_path = (folder / "manifest.json").string();
+  std::string yaml_path = (folder / "manifest.yaml").string();
+  auto json_text = io::read_text_file(json_path);
+  auto yaml_text = io::read_text_file(yaml_path);
+  bool has_json = json_text || json_text.err().code != policy::errc::not_found;
+  bool has_yaml = yaml_text || yaml_text.err().code != policy::errc::not_found;
+  if (has_json && has_yaml)
+    return policy::make_error(policy::errc::invalid_value,
+                              folder.string() + " has both manifest.json and manifest.yaml; remove one");
+  if (has_json) {
+    if (!json_text) return json_text.err();
+    return io::load_manifest_text(*json_text, false, json_path);
+  }
+  if (has_yaml) {
+    if (!yaml_text) return yaml_text.err();
+    return io::load_manifest_text(*yaml_text, true, yaml_path);
+  }
+  return policy::make_error(policy::errc::not_found, folder.string() + " has no manifest.json or manifest.yaml");
+}
 
 policy::result<loaded_policy> load_policy(const io::locations& where, bool interactive) {
   loaded_policy out;

@@ -4,6 +4,7 @@
 // the caller refuses to run rather than guess (fail closed).
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct loaded_policy {
   policy::session_inputs inputs;  ///< what the snapshot is compiled from again on a change
   std::shared_ptr<const policy::policy_snapshot> snapshot;
 };
+
+/// Reads `folder`/manifest.json or `folder`/manifest.yaml, as a session finds an extension.
+/// Both present is errc::invalid_value (ambiguous: remove one); neither is errc::not_found;
+/// otherwise the file's read or parse error, naming it.
+policy::result<policy::manifest> load_manifest(const std::filesystem::path& folder);
 
 /// Loads and compiles. Errors name the file at fault and what to do.
 policy::result<loaded_policy> load_policy(const io::locations& where, bool interactive);

@@ -32,12 +32,12 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/approval.hpp"
+#include "broker/policy_loader.hpp"
 #include "cli/commands.hpp"
 #include "cli/permissions_ops.hpp"
 #include "io/files.hpp"
 #include "io/permissions_file.hpp"
 #include "io/terminal.hpp"
-#include "io/yaml.hpp"
 #include "policy/capability.hpp"
 #include "policy/level.hpp"
 #include "policy/path_rules.hpp"
@@ -127,31 +127,6 @@ std::string printable(std::string_view s) {
     i += len;
   }
   return out;
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading a manifest from a folder, as the session loader does (manifest.json or
-// manifest.yaml; both is ambiguous).
-
-policy::result<policy::manifest> read_manifest(const fs::path& folder) {
-  std::string json_path = (folder / "manifest.json").string();
-  std::string yaml_path = (folder / "manifest.yaml").string();
-  auto json_text = io::read_text_file(json_path);
-  auto yaml_text = io::read_text_file(yaml_path);
-  bool has_json = json_text || json_text.err().code != errc::not_found;
-  bool has_yaml = yaml_text || yaml_text.err().code != errc::not_found;
-  if (has_json && has_yaml)
-    return make_error(errc::invalid_value, folder.string() + " has both manifest.json and manifest.yaml; remove one");
-  if (has_json) {
-    if (!json_text) return json_text.err();
-    return io::load_manifest_text(*json_text, false, json_path);
-  }
-  if (has_yaml) {
-    if (!yaml_text) return yaml_text.err();
-    return io::load_manifest_text(*yaml_text, true, yaml_path);
-  }
-  return make_error(errc::not_found, folder.string() +
-                                         " has no manifest.json or manifest.yaml, so it is not an extension folder");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -521,9 +496,11 @@ int install_extension(const global_options& g, const install_options& o) {
     return 2;
   }
   const std::string src = source->string();
-  auto manifest = read_manifest(*source);
+  auto manifest = broker::load_manifest(*source);  // as a session reads it
   if (!manifest) {
-    std::fprintf(stderr, "dhara: %s\n", manifest.err().message.c_str());
+    std::string why = manifest.err().message;
+    if (manifest.err().code == errc::not_found) why += ", so it is not an extension folder";
+    std::fprintf(stderr, "dhara: %s\n", why.c_str());
     return 2;
   }
   const policy::manifest& m = *manifest;
@@ -566,7 +543,7 @@ int install_extension(const global_options& g, const install_options& o) {
       return 2;
     }
     fs::path dest_real = fs::canonical(dest, ec);
-    auto old = read_manifest(dest);
+    auto old = broker::load_manifest(dest);
     if (old) old_version = old->version;
     if (!ec && dest_real == *source) {
       std::printf("%s v%s is already installed in %s (that is the folder given); nothing to do\n", name.c_str(),
@@ -755,7 +732,7 @@ int install_extension(const global_options& g, const install_options& o) {
     if (!copied) return fail(copied.err().message, 1);
     ::syncfs(dst_fd.get());  // the files on disk before the rename makes them the extension
   }
-  auto copied_manifest = read_manifest(tmp->path());
+  auto copied_manifest = broker::load_manifest(tmp->path());
   if (!copied_manifest || copied_manifest->raw != m.raw)
     return fail(src + " changed while it was being installed (the manifest differs from the one reviewed); try again", 1);
 
@@ -904,7 +881,7 @@ int remove_extension(const global_options& g, const remove_options& o) {
     return 2;
   }
   std::string version;
-  if (auto m = read_manifest(dest)) version = m->version;
+  if (auto m = broker::load_manifest(dest)) version = m->version;
   std::string label = name + (version.empty() ? "" : " v" + version);
 
   if (!o.yes && has_terminal(g)) {

@@ -1,4 +1,4 @@
-// "Did you mean" suggestions and JSON type names for error messages.
+// "Did you mean" suggestions, JSON type names for error messages, terminal-safe text.
 #include "policy/text.hpp"
 
 #include <algorithm>
@@ -58,6 +58,13 @@ std::string_view json_type_name(const nlohmann::json& value) {
     case nlohmann::json::value_t::discarded: return "discarded";
   }
   return "unknown";
+}
+
+std::string terminal_safe(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
 }
 
 }  // namespace dhara::policy

@@ -1,5 +1,5 @@
-// Small text helpers shared by the parsers: "did you mean" suggestions and the
-// names of JSON types in error messages.
+// Small text helpers: "did you mean" suggestions and the names of JSON types for the
+// parsers' error messages, and untrusted text made safe to show on a terminal.
 #pragma once
 
 #include <initializer_list>
@@ -23,5 +23,11 @@ std::string did_you_mean(std::string_view word, std::span<const std::string_view
 
 /// The JSON type name of a value for error messages: "string", "number", "object", ...
 std::string_view json_type_name(const nlohmann::json& value);
+
+/// `text` with every C0 control character and DEL replaced by '?', other bytes kept. Text
+/// from a manifest or an extension (names, tool names, call subjects) passes through this
+/// before it reaches a prompt, so it cannot move the cursor, clear the screen, or end a line
+/// and fake a prompt line of its own.
+std::string terminal_safe(std::string_view text);
 
 }  // namespace dhara::policy

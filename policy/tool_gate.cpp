@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 
+#include "policy/text.hpp"
+
 namespace dhara::policy {
 
 result<capability_set> tool_required_capabilities(capability_set manifest_capabilities,
@@ -78,17 +80,6 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
   return with_bare_checks();
 }
 
-namespace {
-
-std::string printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return out;
-}
-
-}  // namespace
-
 std::string shell_quote(std::string_view arg) {
   bool plain = !arg.empty();
   for (char c : arg)
@@ -106,16 +97,17 @@ call_subject approval_subject(const nlohmann::json& input) {
     auto it = input.find(key);
     if (it == input.end()) continue;
     std::string_view k(key);
-    if (it->is_string()) return {printable(it->get_ref<const std::string&>()), k == "path" || k == "file" || k == "filePath"};
+    if (it->is_string())
+      return {terminal_safe(it->get_ref<const std::string&>()), k == "path" || k == "file" || k == "filePath"};
     if ((k == "argv" || k == "command") && it->is_array()) {
       std::string joined;
       for (const nlohmann::json& a : *it)
         joined += (joined.empty() ? "" : " ") + shell_quote(a.is_string() ? a.get_ref<const std::string&>() : a.dump());
-      return {printable(joined), false};
+      return {terminal_safe(joined), false};
     }
   }
   for (const auto& [key, value] : input.items())
-    if (value.is_string()) return {printable(key + "=" + value.get<std::string>()), false};
+    if (value.is_string()) return {terminal_safe(key + "=" + value.get<std::string>()), false};
   return {};
 }
 
