@@ -294,7 +294,9 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](execute_atom, tool_call& call) -> caf::typed_response_promise<call_result> {
           auto& s = self->state;
           auto rp = self->make_response_promise<call_result>();
-          if (s.info.state == extension_state::failed || s.stopping) {
+          if (s.stopping) {
+            rp.deliver(call_error(io::rpc_error::cancelled, "cancelled: extension '" + s.cfg.name + "' is shutting down"));
+          } else if (s.info.state == extension_state::failed) {
             rp.deliver(call_error(io::rpc_error::method_not_found,
                                     "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
                                     json{{"reason", s.info.reason}}));

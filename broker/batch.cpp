@@ -20,6 +20,7 @@ namespace {
 
 using json = nlohmann::json;
 using run_atom = caf::atom_constant<caf::atom("run")>;
+using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
 
 // One printed line (DESIGN §9): id, tool, extension, status, then result or error.
 json result_line(const batch_call& c, const std::string& extension, const actors::call_result& r, bool rejected = false) {
@@ -54,7 +55,12 @@ struct driver_state {
   std::vector<batch_call> calls;
   std::size_t next = 0;
   std::size_t inflight = 0;
-  std::map<std::size_t, std::pair<std::string, std::string>> running;  // index → (extension, toolCallId)
+  struct running_call {
+    std::string extension;
+    std::string tool_call_id;
+    std::shared_ptr<bool> cancelled;
+  };
+  std::map<std::size_t, running_call> running;
   batch_summary summary;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_progress{};
@@ -124,7 +130,8 @@ std::vector<batch_call> parse_batch(std::string_view text) {
 batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std::vector<batch_call> calls,
                         const batch_options& options, std::FILE* out) {
   auto started = std::chrono::steady_clock::now();
-  using driver_actor = caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>>;
+  using driver_actor =
+      caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>, caf::reacts_to<interrupt_atom>>;
   auto print = [out](const json& line) {
     std::string s = line.dump(-1, ' ', false, json::error_handler_t::replace);
     s.push_back('\n');
@@ -145,8 +152,10 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
       auto& st = self->state;
       if (st.summary.quit) return;
       st.summary.quit = true;
-      for (const auto& [index, who] : st.running)
-        if (auto sup = host.supervisor(who.first)) self->send(sup, actors::cancel_atom::value, who.second);
+      for (const auto& [index, call] : st.running) {
+        *call.cancelled = true;  // not yet at the extension: it never gets there
+        if (auto sup = host.supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, call.tool_call_id);
+      }
       for (; st.next < st.calls.size(); ++st.next)
         finish_one(result_line(st.calls[st.next], st.calls[st.next].extension,
                                actors::call_error(io::rpc_error::cancelled, "not run: the user quit")));
@@ -178,7 +187,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
         spec.call.cwd = options.cwd;
         spec.call.session_id = options.session_id;
         std::string ext = spec.tool.extension;
-        st.running[index] = {ext, spec.call.tool_call_id};
+        st.running[index] = {ext, spec.call.tool_call_id, spec.cancelled};
         ++st.inflight;
         run_tool_call(self, host, std::move(spec), options.mode, options.approver,
                       [self, index, ext, finish_one, quit, again](call_outcome o) {
@@ -202,9 +211,14 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           (*dispatch)();
           return self->state.done;
         },
+        [quit, dispatch](interrupt_atom) {
+          quit();
+          (*dispatch)();
+        },
     };
   }, std::move(calls));
 
+  if (options.on_start) options.on_start([driver] { caf::anon_send(driver, interrupt_atom::value); });
   batch_summary summary;
   caf::scoped_actor self{sys};
   self->request(driver, caf::infinite, run_atom::value)

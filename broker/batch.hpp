@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct batch_options {
   hitl_mode mode = hitl_mode::automatic;
   actors::hitl_actor approver{};   ///< answers approve/review questions (the terminal)
   bool progress = false;           ///< a progress line on stderr (a terminal) for long batches
+  /// Called once the batch runs, with a function that interrupts it as a `q` would (Ctrl-C):
+  /// safe to call from any thread, any number of times.
+  std::function<void(std::function<void()> interrupt)> on_start{};
 };
 
 /// What the batch did.

@@ -25,6 +25,10 @@ namespace dhara::broker {
 struct call_spec {
   registered_tool tool;
   actors::tool_call call;
+  /// Set by the caller (in its own actor's context) to cancel the call: a call still at the
+  /// gate, at a question or waiting for its audit entry never reaches the extension; one
+  /// already there is cancelled through its supervisor by the caller.
+  std::shared_ptr<bool> cancelled = std::make_shared<bool>(false);
 };
 
 /// How a call ended.
@@ -99,9 +103,14 @@ void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> s
           });
 }
 
+inline call_outcome cancelled_before_start() {
+  return {actors::call_error(io::rpc_error::cancelled, "cancelled before it reached the extension"), false, false};
+}
+
 template <class Self, class Done>
 void execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> spec, hitl_mode mode,
              actors::hitl_actor approver, Done done) {
+  if (*spec->cancelled) return done(cancelled_before_start());
   auto sup = host.supervisor(spec->tool.extension);
   self->request(sup, caf::infinite, actors::execute_atom::value, spec->call)
       .then(
@@ -119,6 +128,7 @@ void execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> 
 template <class Self, class Done>
 void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> spec,
                       actors::hitl_actor approver, Done done) {
+  if (*spec->cancelled) return done(cancelled_before_start());
   actors::hitl_question q;
   q.kind = actors::question_kind::tool;
   q.extension = spec->tool.extension;

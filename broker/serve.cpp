@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <caf/all.hpp>
@@ -20,10 +21,12 @@ namespace {
 using json = nlohmann::json;
 using rpc_atom = caf::atom_constant<caf::atom("rpc")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
 struct inflight_call {
   json rpc_id;
   std::string extension;
+  std::shared_ptr<bool> cancelled;  // see call_spec::cancelled
 };
 
 struct open_question {
@@ -42,6 +45,8 @@ struct server_state {
   std::uint64_t next_call = 0;
   std::uint64_t next_question = 0;
   bool quitting = false;
+  bool draining = false;           // shutdown or EOF: no new calls, the session ends when the last one is answered
+  std::optional<json> shutdown_id; // the shutdown request answered then
   static inline const char* name = "serve";
 };
 
@@ -58,10 +63,34 @@ void reply_error(server_ptr self, const json& id, int code, const std::string& m
 // Cancels every call in flight and answers every open question with quit.
 void cancel_everything(server_ptr self) {
   auto& st = self->state;
-  for (const auto& [id, call] : st.calls)
+  for (const auto& [id, call] : st.calls) {
+    *call.cancelled = true;
     if (auto sup = st.host->supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, id);
+  }
   for (auto& [id, q] : st.questions) q.rp.deliver(actors::hitl_answer{actors::hitl_decision::quit, {}});
   st.questions.clear();
+}
+
+// Ends a draining session once no call is in flight: the shutdown answer, then exit 0.
+void end_if_drained(server_ptr self) {
+  auto& st = self->state;
+  if (!st.draining || !st.calls.empty() || st.quitting) return;
+  if (st.shutdown_id) reply(self, *st.shutdown_id, {{"status", "ok"}});
+  st.shutdown_id.reset();
+  st.end(0);
+}
+
+// `shutdown` or EOF: calls in flight finish and are answered; new calls are refused. With
+// the input closed nobody can answer a question any more, so open ones are answered lost.
+void drain(server_ptr self, bool input_closed) {
+  auto& st = self->state;
+  st.draining = true;
+  if (input_closed) {
+    for (auto& [id, q] : st.questions)
+      q.rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the client closed its input"});
+    st.questions.clear();
+  }
+  end_if_drained(self);
 }
 
 void quit(server_ptr self) {
@@ -93,13 +122,14 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
   spec.call.cwd = st.cfg.cwd;
   spec.call.session_id = st.cfg.session_id;
   spec.call.progress_to = caf::actor_cast<caf::actor>(self);
-  st.calls[id] = {rpc_id, spec.tool.extension};
+  st.calls[id] = {rpc_id, spec.tool.extension, spec.cancelled};
   run_tool_call(self, *st.host, std::move(spec), st.cfg.mode, caf::actor_cast<actors::hitl_actor>(self),
                 [self, id, rpc_id](call_outcome o) {
                   self->state.calls.erase(id);
                   if (o.result.ok) reply(self, rpc_id, o.result.result);
                   else reply_error(self, rpc_id, o.result.code, o.result.message, o.result.data);
                   if (o.quit) quit(self);
+                  end_if_drained(self);
                 });
 }
 
@@ -110,6 +140,7 @@ void cancel_call(server_ptr self, const json& params) {
                          : std::string();
   for (const auto& [id, call] : st.calls) {
     if (!only.empty() && id != only) continue;
+    *call.cancelled = true;
     if (auto sup = st.host->supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, id);
   }
   // A call still waiting for the client's decision is answered no, with the reason.
@@ -174,7 +205,11 @@ void handle(server_ptr self, io::rpc_message& message) {
   auto& st = self->state;
   if (auto* req = std::get_if<io::rpc_request>(&message)) {
     if (st.quitting) return reply_error(self, req->id, io::rpc_error::cancelled, "the session is ending: the user quit");
-    if (req->method == "tools/call") return start_call(self, req->id, req->params);
+    if (req->method == "tools/call") {
+      if (st.draining)
+        return reply_error(self, req->id, io::rpc_error::invalid_request, "the session is shutting down; no new calls");
+      return start_call(self, req->id, req->params);
+    }
     if (req->method == "tools/list") {
       self->request(st.host->permissions_store(), caf::infinite, actors::snapshot_atom::value)
           .then([self, id = req->id](policy::snapshot_ptr& snap) { reply(self, id, tools_list(*self->state.host, *snap)); },
@@ -188,9 +223,9 @@ void handle(server_ptr self, io::rpc_message& message) {
       return reply(self, req->id, json::object());
     }
     if (req->method == "shutdown") {
-      reply(self, req->id, {{"status", "ok"}});
-      cancel_everything(self);
-      return st.end(0);
+      if (!st.shutdown_id) st.shutdown_id = req->id;
+      else reply(self, req->id, {{"status", "ok"}});
+      return drain(self, false);
     }
     if (req->method == "initialize")
       return reply_error(self, req->id, io::rpc_error::invalid_request, "the session is already initialized");
@@ -246,6 +281,7 @@ caf::behavior server(server_ptr self, const extension_host* host, serve_output* 
         self->state.out->write_line(io::encode_notification("tools/progress", {{"toolCallId", id}, {"update", update}}));
       },
       [self](stop_atom) { cancel_everything(self); },
+      [self](drain_atom) { drain(self, true); },
   };
 }
 
@@ -318,5 +354,7 @@ void send_to_server(const caf::actor& server, io::rpc_message message) {
 }
 
 void stop_server(const caf::actor& server) { caf::anon_send(server, stop_atom::value); }
+
+void input_closed(const caf::actor& server) { caf::anon_send(server, drain_atom::value); }
 
 }  // namespace dhara::broker

@@ -49,7 +49,8 @@ nlohmann::json tools_list(const extension_host& host, const policy::policy_snaps
 
 /// Spawns the server actor for an initialized session. Decoded client messages go to it with
 /// `send_to_server`. `end(code)` is called once, from an actor thread, when the session must
-/// end: 0 after `shutdown`, 130 after a `quit` decision. `host` and `out` must outlive it.
+/// end: 0 after `shutdown` or EOF (once every call in flight is answered), 130 after a `quit`
+/// decision. `host` and `out` must outlive it.
 caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, serve_output& out, serve_config config,
                         std::function<void(int)> end);
 
@@ -58,5 +59,9 @@ void send_to_server(const caf::actor& server, io::rpc_message message);
 
 /// Stops the server: every call still in flight is cancelled (the client gets -32004).
 void stop_server(const caf::actor& server);
+
+/// EOF on the client's input: a shutdown. Calls in flight finish and are answered (questions
+/// nobody can answer any more deny), then `end(0)`.
+void input_closed(const caf::actor& server);
 
 }  // namespace dhara::broker

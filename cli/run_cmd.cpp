@@ -1,16 +1,21 @@
 // `dhara run --calls FILE|-`: the headless batch (auto mode).
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "broker/batch.hpp"
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/session.hpp"
 #include "io/files.hpp"
 #include "io/terminal.hpp"
@@ -66,6 +71,7 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   int rc = 0;
   session_options so;
   so.session_id = "batch-" + std::to_string(::getpid());
+  interrupt_watch interrupts;  // before the actor system starts its threads
   auto s = open_session(g, rc, so);
   if (!s) return rc;
   broker::batch_options opts;
@@ -81,9 +87,33 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
     s->host->set_approver(approver);
   }
   std::size_t total = calls.size();
+  // Ctrl-C / SIGTERM interrupt the batch like `q`: a watcher thread waits for them.
+  int stop = ::eventfd(0, EFD_CLOEXEC);
+  std::atomic<int> signal_seen{0};
+  std::thread watcher;
+  opts.on_start = [&](std::function<void()> interrupt) {
+    watcher = std::thread([&, interrupt] {
+      for (;;) {
+        pollfd fds[2] = {{interrupts.fd(), POLLIN, 0}, {stop, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+        if (fds[1].revents) return;
+        if (fds[0].revents)
+          if (int sig = interrupts.take()) {
+            signal_seen = sig;
+            interrupt();
+          }
+      }
+    });
+  };
   broker::batch_summary sum = broker::run_batch(*s->sys, *s->host, std::move(calls), opts, stdout);
+  std::uint64_t one = 1;
+  if (::write(stop, &one, sizeof one) < 0) { /* the watcher also ends with the process */ }
+  if (watcher.joinable()) watcher.join();
+  ::close(stop);
+  if (signal_seen != 0) sum.exit_code = interrupt_watch::exit_code(signal_seen);
   std::fprintf(stderr, "dhara: %zu calls in %.2f s: %zu ok, %zu error, %zu denied, %zu rejected, %zu cancelled%s\n", total,
-               sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled, sum.quit ? " (you quit)" : "");
+               sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled,
+               !sum.quit ? "" : signal_seen != 0 ? " (interrupted)" : " (you quit)");
   return sum.exit_code;
 }
 

@@ -21,6 +21,7 @@
 
 #include "broker/serve.hpp"
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/session.hpp"
 
 namespace dhara::cli {
@@ -127,25 +128,36 @@ int serve(const global_options& g, const std::string& mode) {
     std::fprintf(stderr, "dhara: --mode '%s' is not a mode; use auto, approve or review\n", mode.c_str());
     return 2;
   }
+  interrupt_watch interrupts;  // before any thread starts
   broker::serve_output out(1);
   session_end end;
   server_session open;
   std::string buffer;
   bool skipping = false;  // inside a line that was too long
+  bool input_open = true;
   char chunk[65536];
   while (end.code() < 0) {
-    pollfd fds[2] = {{0, POLLIN, 0}, {end.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    // After EOF stdin is no longer watched (fd -1): the session ends when the server says so.
+    pollfd fds[3] = {{input_open ? 0 : -1, POLLIN, 0}, {end.fd(), POLLIN, 0}, {interrupts.fd(), POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (fds[1].revents) break;
+    if (fds[2].revents) {
+      // Ctrl-C or SIGTERM: like a quit — calls in flight are cancelled, extensions stopped.
+      if (int sig = interrupts.take()) end.signal(interrupt_watch::exit_code(sig));
+      continue;
+    }
     if (!fds[0].revents) continue;
     ssize_t n = ::read(0, chunk, sizeof chunk);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) {
-      end.signal(0);  // EOF is a shutdown
-      break;
+      // EOF is a shutdown: the calls in flight are answered first.
+      input_open = false;
+      if (open.s) broker::input_closed(open.server);
+      else end.signal(0);
+      continue;
     }
     buffer.append(chunk, static_cast<std::size_t>(n));
     std::size_t start = 0;

@@ -10,6 +10,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,29 @@ def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=30):
     _, status = os.waitpid(pid, 0)
     lines = [json.loads(l) for l in open(out_path) if l.strip()]
     return os.waitstatus_to_exitcode(status), shown.decode(errors="replace"), lines
+
+
+def gone_from(root, limit=10):
+    """True once no process has its working directory under `root` (an exiting process may
+    linger in /proc for a moment after dhara returned)."""
+    deadline = time.monotonic() + limit
+    while running_in(root):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def running_in(root):
+    """Processes whose working directory lies under `root`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(root):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
 
 
 def by_id(lines):
@@ -240,6 +264,30 @@ def test_approve_and_review_need_a_terminal():
         out = subprocess.run([DHARA, "run", "--calls", calls, "--mode", "sometimes"], env=h.env, cwd=h.project,
                              capture_output=True, text=True, start_new_session=True)
         assert out.returncode == 2 and "sometimes" in out.stderr, out.stderr
+    finally:
+        h.close()
+
+
+def test_ctrl_c_stops_a_batch_like_q():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "sleep", "input": {"ms": 60000}}, {"tool": "sleep", "input": {"ms": 60000}},
+                         {"tool": "echo", "input": {"text": "later"}}])
+        p = subprocess.Popen([DHARA, "run", "--calls", calls, "-j", "2"], env=h.env, cwd=h.project,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # Wait until the extensions run (their cwd is their folder), then give the calls a moment.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not running_in(os.path.join(h.dh, "extensions")):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 130, (p.returncode, err)
+        got = {json.loads(l)["id"]: json.loads(l) for l in out.splitlines()}
+        assert sorted(got) == [1, 2, 3], out  # every call accounted for
+        assert all(l["status"] == "cancelled" for l in got.values()), out
+        assert "(interrupted)" in err, err
+        assert gone_from(os.path.join(h.dh, "extensions")), "an extension was left running"
     finally:
         h.close()
 

@@ -9,6 +9,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -328,6 +329,68 @@ def test_no_prompt_denies_pending_capabilities_without_asking():
         assert "dhara config permissions approve fs-tool" in r["error"]["data"]["reason"], r
     finally:
         s.close()
+
+
+def test_eof_and_shutdown_answer_the_calls_in_flight_first():
+    s = Server()
+    try:
+        s.initialize()
+        slow = s.request("tools/call", {"tool": "sleep", "input": {"ms": 300}})
+        s.proc.stdin.close()  # EOF is a shutdown, but the call in flight is answered first
+        r, _ = s.wait_for(slow)
+        assert r["result"]["content"][0]["text"] == "slept 300 ms", r
+        assert s.read() is None and s.exit_code() == 0
+    finally:
+        s.close()
+    s = Server()
+    try:
+        s.initialize()
+        slow = s.request("tools/call", {"tool": "sleep", "input": {"ms": 300}})
+        bye = s.request("shutdown")
+        late = s.call("tools/call", {"tool": "echo", "input": {"text": "too late"}})
+        assert late["error"]["code"] == -32600 and "shutting down" in late["error"]["message"], late
+        r, before = s.wait_for(bye)
+        assert r["result"] == {"status": "ok"}, r
+        assert [m["id"] for m in before] == [slow] and "result" in before[0], before  # the call, then the shutdown
+        assert s.exit_code() == 0
+    finally:
+        s.close()
+
+
+def test_ctrl_c_cancels_the_calls_in_flight_and_exits_130():
+    s = Server()
+    try:
+        s.initialize()
+        s.request("tools/call", {"tool": "sleep", "input": {"ms": 60000}, "toolCallId": "long"})
+        assert s.call("tools/list")["result"]["tools"]  # the call was read before the signal
+        s.proc.send_signal(signal.SIGINT)
+        assert s.exit_code() == 130
+        assert gone_from(os.path.join(s.dh, "extensions")), "an extension was left running"
+    finally:
+        s.close()
+
+
+def gone_from(root, limit=10):
+    """True once no process has its working directory under `root` (an exiting process may
+    linger in /proc for a moment after dhara returned)."""
+    deadline = time.monotonic() + limit
+    while _running_in(root):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _running_in(root):
+    """Processes whose working directory lies under `root` (extensions run in their folder)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(root):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
 
 
 if __name__ == "__main__":

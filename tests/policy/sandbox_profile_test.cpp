@@ -55,7 +55,7 @@ TEST_CASE("filesystem:read grants the allowed paths read-only, write adds write"
   CHECK_FALSE(has(w.read, "/home/u/proj"));  // write covers read
 }
 
-TEST_CASE("a denied path inside a granted one becomes a mask; one above removes the grant", "[policy][sandbox]") {
+TEST_CASE("a denied path inside a granted one becomes a mask, one above removes the grant", "[policy][sandbox]") {
   sandbox_inputs in = base_inputs({capability::filesystem_read});
   in.denied_paths.push_back("/home/u/proj/secrets/deeper");  // already under a mask
   sandbox_profile p = compute_sandbox_profile(in);

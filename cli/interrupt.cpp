@@ -1,0 +1,47 @@
+// Signals as a quit request (see interrupt.hpp).
+#include "cli/interrupt.hpp"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+namespace dhara::cli {
+namespace {
+
+sigset_t quit_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+interrupt_watch::interrupt_watch() {
+  sigset_t set = quit_signals();
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0) fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd_ < 0) {
+    ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // no signalfd: the default action stays
+  }
+}
+
+interrupt_watch::~interrupt_watch() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  sigset_t set = quit_signals();
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+int interrupt_watch::take() {
+  signalfd_siginfo info{};
+  if (fd_ < 0 || ::read(fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return 0;
+  int sig = static_cast<int>(info.ssi_signo);
+  if (seen_ != 0) ::_exit(exit_code(sig));  // the second Ctrl-C: no more waiting
+  seen_ = sig;
+  return sig;
+}
+
+int interrupt_watch::exit_code(int signal) { return signal == SIGTERM ? 143 : 130; }
+
+}  // namespace dhara::cli
