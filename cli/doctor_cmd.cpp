@@ -1245,7 +1245,7 @@ void add_doctor_command(CLI::App& app, command_context& ctx) {
       doctor->add_option("--extension", o->audit.extension, "Only this extension"),
       doctor->add_flag("--denied-only", o->audit.denied_only, "Only denials"),
       doctor->add_option("--since", o->audit.since, "Only entries since a duration ago (30s, 15m, 1h, 2d) or an ISO time"),
-      doctor->add_option("-n", o->audit.limit, "The last N entries (0: all)")->capture_default_str(),
+      doctor->add_option("-n", o->audit.limit, "The last N entries (0: all)")->capture_default_str()->check(CLI::Range(0, 100000000)),
       doctor->add_flag("--follow,-f", o->audit.follow,
                        "After the listing, print new entries as they are appended (across rotation) until Ctrl-C"),
       doctor->add_flag("--verify", o->audit.verify, "Check seq and the hash chain; name the first bad line"),

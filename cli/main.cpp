@@ -1,5 +1,9 @@
 // The dhara command line: the global flags, then each command group registers itself
 // (cli/*_cmd.cpp) and main runs the action the parsed command chose.
+#include <cstdio>
+#include <string>
+#include <string_view>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
@@ -19,6 +23,18 @@ int main(int argc, char** argv) {
   add_config_commands(app, ctx);
   add_doctor_command(app, ctx);
   add_sandbox_command(app, ctx);
+  // An unknown command gets a sentence naming it (CLI11 would only say a subcommand is needed).
+  for (int i = 1; i < argc; ++i) {
+    std::string_view word = argv[i];
+    if (word.starts_with('-')) continue;  // global flags come before the command
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(std::string(word));
+    if (!known) {
+      std::fprintf(stderr, "dhara: '%s' is not a dhara command; see 'dhara --help'\n", argv[i]);
+      return 2;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -260,10 +260,19 @@ void add_permissions_commands(CLI::App& config, command_context& ctx) {
   auto o = std::make_shared<options>();
   auto* perms = config.add_subcommand("permissions", "What each extension may do ($DHARA_HOME/permissions.json)");
   perms->require_subcommand(1);
+  // The catalog, with each capability's meaning: error messages about an unknown capability
+  // point here.
+  std::string catalog = "\nCapabilities (a group: 'network:*'):\n";
+  for (std::size_t i = 0; i < policy::capability_count; ++i) {
+    auto c = static_cast<policy::capability>(i);
+    std::string name(policy::to_string(c));
+    catalog += "  " + name + std::string(name.size() < 22 ? 22 - name.size() : 1, ' ') + std::string(policy::meaning(c)) + "\n";
+  }
   perms->footer("Examples:\n  dhara config permissions list\n  dhara config permissions show web-tools\n"
                 "  dhara config permissions approve web-tools network:fetch\n"
                 "  dhara config permissions approve web-tools --all\n"
-                "  dhara config permissions revoke web-tools network:fetch\n  dhara config permissions reset web-tools");
+                "  dhara config permissions revoke web-tools network:fetch\n  dhara config permissions reset web-tools\n" +
+                catalog);
   auto* list = perms->add_subcommand("list", "Every installed or recorded extension, with counts");
   list->add_flag("--json", o->json, "Print JSON");
   list->callback([&ctx, o] { ctx.action = [&ctx, o] { return permissions_list(ctx.g, o->json); }; });

@@ -67,7 +67,7 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
                                              std::string_view cwd) {
   using policy::errc;
   if (home.empty() || home.front() != '/')
-    return policy::make_error(errc::invalid_value, "HOME is not set to an absolute path; set HOME or DHARA_HOME");
+    return policy::make_error(errc::invalid_value, "HOME is not set to an absolute path; set HOME to your home folder (dhara needs it for ~ in paths and the built-in denials under it)");
   locations loc;
   loc.home = *policy::normalize_path(home, "/");
   auto cwd_n = policy::normalize_path(cwd, "/");

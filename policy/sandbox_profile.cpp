@@ -131,6 +131,10 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
         else p.unenforced.push_back("denied '" + d + "' inside granted '" + g + "' is enforced by the broker only");
         break;
       }
+      // A glob in its last segment matches only entries directly in `dir`: a grant deeper
+      // below `dir` cannot hold a match (e.g. `$DHARA_HOME/config.json*` and an extension's
+      // folder under `$DHARA_HOME/extensions`).
+      if (last_segment_only && g != dir && parent_of(g) != dir) continue;
       if (is_at_or_under(g, dir)) {
         p.unenforced.push_back("denied '" + d + "' may match inside granted '" + g +
                                "': enforced by the broker only");
