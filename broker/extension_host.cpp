@@ -16,7 +16,9 @@
 #include "io/files.hpp"
 #include "io/path_resolver.hpp"
 #include "io/permissions_file.hpp"
+#include "policy/sandbox_profile.hpp"
 #include "policy/tool_gate.hpp"
+#include "sandbox/launcher.hpp"
 
 namespace dhara::broker {
 namespace {
@@ -155,6 +157,17 @@ void extension_host::start() {
   }
   host_api_ = actors::spawn_host_api(sys_, std::move(host_cfg));
 
+  // Capability prompts come before any extension runs, so each starts with its OS sandbox
+  // built from the answers (DESIGN §9: prompts at load, before any tool call).
+  policy::snapshot_ptr current = policy_.snapshot;
+  if (policy_.snapshot->interactive && options_.prompt_at_load) {
+    ask_for_pending_capabilities();
+    if (quit_) return;
+    caf::scoped_actor self{sys_};
+    self->request(store_, caf::infinite, actors::snapshot_atom::value)
+        .receive([&](policy::snapshot_ptr& s) { if (s) current = std::move(s); }, [](caf::error&) {});
+  }
+
   std::vector<std::string> started;
   for (const discovered_extension& e : policy_.extensions) {
     const policy::manifest& m = e.manifest;
@@ -178,6 +191,15 @@ void extension_host::start() {
     if (auto it = policy_.snapshot->extensions.find(m.name); it != policy_.snapshot->extensions.end())
       full_env = full_env || (it->second.approved_by_user | it->second.approved_by_author).contains(policy::capability::secrets_env);
     sc.env = extension_environment(m.name, full_env, environ);
+    if (std::string why = confine(sc, *current, m.name, *exe); !why.empty()) {
+      actors::extension_info info;
+      info.name = m.name;
+      info.version = m.version;
+      info.state = actors::extension_state::failed;
+      info.reason = why;
+      infos_.push_back(std::move(info));
+      continue;
+    }
     std::string log_name = m.name;
     for (char& c : log_name)
       if (c == '/') c = '+';  // @scope/name → one file
@@ -240,7 +262,50 @@ void extension_host::start() {
   }
   if (!refusals.empty()) self->request(audit_, caf::infinite, actors::append_atom::value, std::move(refusals))
                              .receive([](actors::audit_ack&) {}, [](caf::error&) {});
-  if (policy_.snapshot->interactive && options_.prompt_at_load) ask_for_pending_capabilities();
+}
+
+std::string extension_host::confine(actors::supervisor_config& sc, const policy::policy_snapshot& snap,
+                                    const std::string& name, const std::string& exe) {
+  if (options_.sandbox_launcher.empty() || snap.level == policy::security_level::yolo) return {};
+  auto it = snap.extensions.find(name);
+  if (it == snap.extensions.end()) return "cannot start: no policy was compiled for it";
+  const policy::extension_policy& ext = it->second;
+  // Paranoid always requires the OS sandbox; standard and trusted unless the global config
+  // says security.requireOsSandbox: false (DESIGN §9).
+  const bool required = snap.level == policy::security_level::paranoid || policy_.settings.require_os_sandbox;
+  if (!kernel_) kernel_ = io::probe_sandbox_support();
+  auto refuse = [&](const std::string& missing) -> std::string {
+    std::string what = "the OS sandbox cannot be applied: " + missing;
+    if (required)
+      return "cannot start: " + what + "; run 'dhara doctor' for what the kernel lacks, or set "
+             "security.requireOsSandbox to false in " + policy_.where.dhara_home +
+             "/config.json to let extensions run confined by the broker only";
+    spdlog::warn("extension {} runs without an OS sandbox: {} (security.requireOsSandbox is false)", name, what);
+    return {};
+  };
+  if (kernel_->landlock_abi < 1) return refuse("no Landlock (" + kernel_->landlock_detail + ")");
+  if (!kernel_->seccomp) return refuse("no seccomp filters (" + kernel_->seccomp_detail + ")");
+
+  auto dir = sandbox::make_private_dir("dhara-ext-");
+  if (!dir) return "cannot start: " + dir.err().message;
+  private_dirs_.push_back(*dir);
+  std::string tmp = *dir + "/tmp";
+  if (::mkdir(tmp.c_str(), 0700) != 0) return "cannot start: cannot create its private temp dir " + tmp;
+  policy::sandbox_inputs in =
+      policy::sandbox_inputs_for(snap, ext, exe, sandbox::elf_interpreter(exe), tmp);
+  // A session that asks at call time (serve) may still grant a pending capability: the
+  // kernel allows what the user may grant this session, the broker asks at each use.
+  if (!options_.prompt_at_load && snap.interactive)
+    in.granted = in.granted | ext.declared.minus(ext.denied);
+  policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
+  if ((!profile.mask.empty() || !profile.mask_globs.empty()) && !kernel_->user_namespaces)
+    return refuse("a denied path lies inside an allowed one and user namespaces, which hide it, are missing (" +
+                  kernel_->user_namespaces_detail + ")");
+  for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
+  sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);
+  std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR="); });
+  sc.env.push_back("TMPDIR=" + tmp);
+  return {};
 }
 
 void extension_host::ask_for_pending_capabilities() {
@@ -358,6 +423,8 @@ void extension_host::shutdown() {
   caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   for (auto& c : checkers_) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
+  for (const std::string& dir : private_dirs_) sandbox::remove_private_dir(dir);
+  private_dirs_.clear();
 }
 
 }  // namespace dhara::broker

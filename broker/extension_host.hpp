@@ -19,6 +19,7 @@
 #include "actors/extension_supervisor.hpp"
 #include "actors/permissions_store.hpp"
 #include "broker/policy_loader.hpp"
+#include "io/sandbox_support.hpp"
 
 namespace dhara::broker {
 
@@ -62,6 +63,10 @@ struct host_options {
   /// Written into the audit entries of host requests; empty: `session-<pid>`. The batch and
   /// serve pass the id their tool calls carry, so one session reads as one in the audit.
   std::string session_id;
+  /// The OS sandbox launcher (`dhara-launch`, DESIGN §4): every extension is started through
+  /// it with its profile unless the level is yolo. Empty: extensions run without an OS
+  /// sandbox — only for the library's own tests; every dhara command sets it.
+  std::string sandbox_launcher;
 };
 
 class extension_host {
@@ -107,6 +112,10 @@ class extension_host {
 
  private:
   void ask_for_pending_capabilities();
+  /// Wraps `sc.argv` in the sandbox launcher with this extension's profile. Returns why the
+  /// extension must not start (the kernel cannot enforce what is required), or "".
+  std::string confine(actors::supervisor_config& sc, const policy::policy_snapshot& snap, const std::string& name,
+                      const std::string& exe);
 
  public:
   /// The loop, for tests that count live processes.
@@ -126,6 +135,8 @@ class extension_host {
   std::map<std::string, std::vector<registered_tool>> by_bare_name_;
   std::map<std::string, registered_tool> by_qualified_name_;
   host_options options_;
+  std::optional<io::sandbox_support> kernel_;  // probed at the first confinement
+  std::vector<std::string> private_dirs_;      // profiles and temp dirs, removed at shutdown
   bool stopped_ = false;
   bool quit_ = false;
 };

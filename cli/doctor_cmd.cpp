@@ -45,6 +45,7 @@
 #include "io/sandbox_support.hpp"
 #include "policy/audit_entry.hpp"
 #include "policy/json_text.hpp"
+#include "sandbox/launcher.hpp"
 #include "policy/settings.hpp"
 
 namespace dhara::cli {
@@ -52,10 +53,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// Whether this build applies the OS sandbox to extension processes. The kernel probe says what
-// could be enforced; until the launcher exists (SANDBOX.md) the report says plainly that
-// nothing is, so "full" is never read as "extensions are confined". The launcher flips this.
-constexpr bool os_sandbox_applied = false;
 
 // ---- terminal output ------------------------------------------------------------------------
 
@@ -747,6 +744,8 @@ struct health_report {
   std::size_t permission_entries = 0;
   audit_check audit;
   io::sandbox_support sandbox;
+  std::string launcher;      // dhara-launch next to this binary
+  bool launcher_ok = false;
   std::vector<std::string> notes;     ///< facts worth knowing that are not problems
   std::vector<std::string> problems;  ///< each makes the exit code 1
 };
@@ -944,16 +943,23 @@ void check_audit(health_report& r) {
 
 void check_sandbox(health_report& r) {
   r.sandbox = io::probe_sandbox_support();
-  io::sandbox_level level = io::level_of(r.sandbox);
-  if (!r.settings) return;
+  r.launcher = sandbox::launcher_path();
+  r.launcher_ok = !r.launcher.empty() && ::access(r.launcher.c_str(), X_OK) == 0;
+  if (!r.settings || r.settings->level == policy::security_level::yolo) return;
+  // Every extension starts through the launcher, which needs Landlock and seccomp; where they
+  // are missing and the sandbox is required, no extension starts (fail closed).
   bool required = r.settings->require_os_sandbox || r.settings->level == policy::security_level::paranoid;
-  if (required && level == io::sandbox_level::none && r.settings->level != policy::security_level::yolo)
+  if (!r.launcher_ok)
+    r.problems.push_back("the sandbox launcher " + (r.launcher.empty() ? std::string("dhara-launch") : r.launcher) +
+                         " is missing, so no extension can start; it is built and installed next to dhara");
+  if (required && (r.sandbox.landlock_abi < 1 || !r.sandbox.seccomp))
     r.problems.push_back(std::string("the OS sandbox is required (") +
                          (r.settings->level == policy::security_level::paranoid ? "level paranoid"
                                                                                  : "security.requireOsSandbox") +
-                         ") but this kernel offers neither Landlock nor seccomp; enable them, or set "
-                         "security.requireOsSandbox to false in " +
-                         r.where.dhara_home + "/config.json to accept running extensions unconfined");
+                         ") but this kernel lacks " +
+                         (r.sandbox.landlock_abi < 1 ? r.sandbox.seccomp ? "Landlock" : "Landlock and seccomp" : "seccomp") +
+                         ", so no extension starts; enable it, or set security.requireOsSandbox to false in " +
+                         r.where.dhara_home + "/config.json to let extensions run confined by the broker only");
 }
 
 health_report gather(const io::locations& where) {
@@ -1062,7 +1068,8 @@ json report_json(const health_report& r) {
   out["audit"] = audit;
   const auto& s = r.sandbox;
   json sb = {{"level", std::string(io::to_string(io::level_of(s)))},
-             {"applied", os_sandbox_applied},
+             {"applied", r.launcher_ok && !(r.settings && r.settings->level == policy::security_level::yolo)},
+             {"launcher", r.launcher},
              {"landlockAbi", s.landlock_abi},
              {"seccomp", s.seccomp},
              {"seccompInherited", s.seccomp_inherited},
@@ -1204,8 +1211,10 @@ void print_report(const health_report& r) {
   else
     p.warn("missing", "user namespaces: " + s.user_namespaces_detail);
   for (const auto& l : io::losses_of(s)) p.warn("loses", l.missing + ": " + l.loses);
-  if (!os_sandbox_applied)
-    p.info("note", "this build does not confine extension processes yet: the level is what the kernel allows");
+  if (r.settings && r.settings->level == policy::security_level::yolo)
+    p.info("note", "level yolo: extensions start without an OS sandbox");
+  else if (r.launcher_ok)
+    p.ok("extensions start through " + r.launcher + ", confined as far as this kernel allows");
 
   std::printf("\n");
   if (r.problems.empty()) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io/log.hpp"
+#include "sandbox/launcher.hpp"
 
 namespace dhara::cli {
 
@@ -56,7 +57,7 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code, c
   s->cfg.set("scheduler.max-threads", 2);
   s->cfg.set("scheduler.policy", caf::atom("sharing"));
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
-  s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy, broker::host_options{options.prompt_at_load, options.session_id});
+  s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy, broker::host_options{options.prompt_at_load, options.session_id, sandbox::launcher_path()});
   s->host->start();
   if (s->host->quit_requested()) {
     exit_code = 130;  // the user quit at a prompt

@@ -87,4 +87,10 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text);
 std::vector<std::string> launcher_argv(std::string_view launcher, std::string_view profile_file,
                                        const std::vector<std::string>& argv);
 
+/// The same with the profile inline: `{launcher, "--profile-json", to_json(profile), "--",
+/// argv…}` (the extension host: nothing to write or clean up; a profile is a few KiB, far
+/// below the kernel's 128 KiB limit for one argument).
+std::vector<std::string> launcher_argv_inline(std::string_view launcher, const sandbox_profile& profile,
+                                              const std::vector<std::string>& argv);
+
 }  // namespace dhara::policy

@@ -1,6 +1,6 @@
 // dhara-launch: applies an extension's OS sandbox profile to itself, then execs the command.
 //
-//   dhara-launch (--profile FILE | --profile-fd N) [--status-fd N] [--setsid] -- /abs/cmd args…
+//   dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] [--setsid] -- /abs/cmd args…
 //
 // One job, in the order of SANDBOX.md: fd hygiene; user+mount namespace masks for denied
 // paths inside granted ones; no_new_privs and every capability dropped; Landlock (files,
@@ -82,7 +82,7 @@ int status_fd = -1;
 }
 
 [[noreturn]] void usage(const std::string& what) {
-  die("usage", EINVAL, what + "; usage: dhara-launch (--profile FILE | --profile-fd N) [--status-fd N] "
+  die("usage", EINVAL, what + "; usage: dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] "
                               "[--setsid] -- /absolute/command [args...]");
 }
 
@@ -301,7 +301,7 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string profile_file;
+  std::string profile_file, profile_json;
   int profile_fd = -1;
   bool new_session = false;
   int i = 1;
@@ -314,11 +314,13 @@ int main(int argc, char** argv) {
     if (a == "--setsid") new_session = true;
     else if (a == "--profile" && i + 1 < argc) profile_file = argv[++i];
     else if (a == "--profile-fd" && i + 1 < argc) profile_fd = parse_fd(argv[++i]);
+    else if (a == "--profile-json" && i + 1 < argc) profile_json = argv[++i];
     else if (a == "--status-fd" && i + 1 < argc) status_fd = parse_fd(argv[++i]);
     else usage("unknown option " + a);
   }
   if (i >= argc) usage("no command after --");
-  if (profile_file.empty() == (profile_fd < 0)) usage("give exactly one of --profile and --profile-fd");
+  if (int given = !profile_file.empty() + (profile_fd >= 0) + !profile_json.empty(); given != 1)
+    usage("give exactly one of --profile, --profile-fd and --profile-json");
   char** command = argv + i;
   if (command[0][0] != '/') usage(std::string("the command must be an absolute path: ") + command[0]);
 
@@ -327,8 +329,10 @@ int main(int argc, char** argv) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die("fds", errno, "cannot set the parent-death signal");
   if (new_session && ::setsid() < 0) die("fds", errno, "cannot start a new session");
 
-  std::string text;
-  if (profile_fd >= 0) {
+  std::string text = profile_json;
+  if (!profile_json.empty()) {
+    // given inline (the extension host: no file to write, so a full disk cannot stop it)
+  } else if (profile_fd >= 0) {
     text = read_all(profile_fd, "the profile fd");
     ::close(profile_fd);
   } else {

@@ -63,24 +63,32 @@ bool write_all(int fd, std::string_view data) {
 // Opens the folder `dir` (absolute, symlink-free) one component at a time without following
 // links, creating missing components when `make_parents`. Returns the fd or -1 with errno.
 int open_folder(const std::string& dir, bool make_parents) {
-  int fd = open_no_links(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY);
+  // The walk uses O_PATH: it needs no right to list the folders above the target (under the
+  // OS sandbox only the allowed folders may be read, not `/` or the home folder).
+  int fd = open_no_links(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
   std::size_t pos = 1;
   while (fd >= 0 && pos < dir.size()) {
     std::size_t end = dir.find('/', pos);
     if (end == std::string::npos) end = dir.size();
     std::string comp = dir.substr(pos, end - pos);
     pos = end + 1;
-    int next = open_no_links(fd, comp.c_str(), O_RDONLY | O_DIRECTORY);
+    int next = open_no_links(fd, comp.c_str(), O_PATH | O_DIRECTORY);
     if (next < 0 && errno == ENOENT && make_parents) {
       if (::mkdirat(fd, comp.c_str(), 0777) != 0 && errno != EEXIST) next = -1;
-      else next = open_no_links(fd, comp.c_str(), O_RDONLY | O_DIRECTORY);
+      else next = open_no_links(fd, comp.c_str(), O_PATH | O_DIRECTORY);
     }
     int saved = errno;
     ::close(fd);
     errno = saved;
     fd = next;
   }
-  return fd;
+  if (fd < 0) return fd;
+  // The target folder itself opened for reading, so it can be synced after the rename; where
+  // that is not allowed the O_PATH descriptor still serves every *at() call.
+  int readable = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (readable < 0) return fd;
+  ::close(fd);
+  return readable;
 }
 
 }  // namespace
