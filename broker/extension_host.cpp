@@ -266,7 +266,11 @@ void extension_host::start() {
 
 std::string extension_host::confine(actors::supervisor_config& sc, const policy::policy_snapshot& snap,
                                     const std::string& name, const std::string& exe) {
-  if (options_.sandbox_launcher.empty() || snap.level == policy::security_level::yolo) return {};
+  if (options_.sandbox_launcher.empty()) return {};
+  if (snap.level == policy::security_level::yolo) {
+    spdlog::warn("extension {} runs without an OS sandbox: the security level is yolo", name);
+    return {};
+  }
   auto it = snap.extensions.find(name);
   if (it == snap.extensions.end()) return "cannot start: no policy was compiled for it";
   const policy::extension_policy& ext = it->second;
