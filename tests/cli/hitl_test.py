@@ -292,5 +292,20 @@ def test_ctrl_c_stops_a_batch_like_q():
         h.close()
 
 
+def test_a_long_batch_shows_progress_on_a_terminal_and_erases_it():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "sleep", "input": {"ms": 1500}}, {"tool": "echo", "input": {"text": "x"}},
+                         {"tool": "sleep", "input": {"ms": 300}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls], [])
+        assert code == 0 and len(lines) == 3, (code, shown, lines)
+        # After a second the line appears (stderr is the terminal), and it is erased at the end.
+        assert "dhara: 1/3 calls, 0 in flight: 1 ok, 0 error, 0 denied" in shown, shown
+        assert shown.rstrip().endswith("3 ok, 0 error, 0 denied, 0 rejected, 0 cancelled"), shown
+        assert "\r\x1b[K" in shown, shown
+    finally:
+        h.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())
