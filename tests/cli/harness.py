@@ -1,6 +1,8 @@
 """The tiny runner the CLI test scripts share: every `test_*` function of a module runs, each
 failure is reported, and the last line is `N passed, M failed` (exit 1 on any failure)."""
+import os
 import sys
+import time
 
 
 def run(namespace):
@@ -16,3 +18,26 @@ def run(namespace):
             failed += 1
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def running_in(root):
+    """Processes whose working directory lies under `root` (extensions run in their folder)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(root):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def gone_from(root, limit=10):
+    """True once no process has its working directory under `root` (an exiting process may
+    linger in /proc for a moment after dhara returned)."""
+    deadline = time.monotonic() + limit
+    while running_in(root):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -89,29 +89,6 @@ def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=30):
     return os.waitstatus_to_exitcode(status), shown.decode(errors="replace"), lines
 
 
-def gone_from(root, limit=10):
-    """True once no process has its working directory under `root` (an exiting process may
-    linger in /proc for a moment after dhara returned)."""
-    deadline = time.monotonic() + limit
-    while running_in(root):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def running_in(root):
-    """Processes whose working directory lies under `root`."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(root):
-                found.append(pid)
-        except OSError:
-            pass
-    return found
-
-
 def by_id(lines):
     return {l["id"]: l for l in lines}
 
@@ -277,7 +254,7 @@ def test_ctrl_c_stops_a_batch_like_q():
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         # Wait until the extensions run (their cwd is their folder), then give the calls a moment.
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not running_in(os.path.join(h.dh, "extensions")):
+        while time.monotonic() < deadline and not harness.running_in(os.path.join(h.dh, "extensions")):
             time.sleep(0.05)
         time.sleep(0.5)
         p.send_signal(signal.SIGINT)
@@ -287,7 +264,7 @@ def test_ctrl_c_stops_a_batch_like_q():
         assert sorted(got) == [1, 2, 3], out  # every call accounted for
         assert all(l["status"] == "cancelled" for l in got.values()), out
         assert "(interrupted)" in err, err
-        assert gone_from(os.path.join(h.dh, "extensions")), "an extension was left running"
+        assert harness.gone_from(os.path.join(h.dh, "extensions")), "an extension was left running"
     finally:
         h.close()
 

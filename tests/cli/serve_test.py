@@ -365,32 +365,9 @@ def test_ctrl_c_cancels_the_calls_in_flight_and_exits_130():
         assert s.call("tools/list")["result"]["tools"]  # the call was read before the signal
         s.proc.send_signal(signal.SIGINT)
         assert s.exit_code() == 130
-        assert gone_from(os.path.join(s.dh, "extensions")), "an extension was left running"
+        assert harness.gone_from(os.path.join(s.dh, "extensions")), "an extension was left running"
     finally:
         s.close()
-
-
-def gone_from(root, limit=10):
-    """True once no process has its working directory under `root` (an exiting process may
-    linger in /proc for a moment after dhara returned)."""
-    deadline = time.monotonic() + limit
-    while _running_in(root):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _running_in(root):
-    """Processes whose working directory lies under `root` (extensions run in their folder)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(root):
-                found.append(pid)
-        except OSError:
-            pass
-    return found
 
 
 if __name__ == "__main__":
