@@ -12,7 +12,8 @@ terminal::terminal(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | 
   if (fd_ < 0) return;
   if (::tcgetattr(fd_, &saved_) == 0) {
     termios raw = saved_;
-    raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+    // ISIG off too: Ctrl-C arrives as a key (byte 3) and answers q, at every prompt.
+    raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO | ISIG));
     raw.c_cc[VMIN] = 1;
     raw.c_cc[VTIME] = 0;
     restore_ = ::tcsetattr(fd_, TCSANOW, &raw) == 0;

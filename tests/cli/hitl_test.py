@@ -284,5 +284,16 @@ def test_a_long_batch_shows_progress_on_a_terminal_and_erases_it():
         h.close()
 
 
+def test_ctrl_c_at_a_prompt_is_q():
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "echo", "input": {"text": "a"}}, {"tool": "echo", "input": {"text": "b"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["\x03"])
+        assert code == 130, (code, shown)
+        assert [l["status"] for l in sorted(lines, key=lambda l: l["id"])] == ["cancelled", "cancelled"], lines
+    finally:
+        h.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())
