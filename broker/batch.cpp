@@ -109,12 +109,15 @@ std::vector<batch_call> parse_batch(std::string_view text) {
     json doc = parsed ? std::move(*parsed) : json();
     if (!parsed) {
       c.error_code = io::rpc_error::parse;
-      c.error_message = "batch line " + std::to_string(line_no) + " is not JSON (" + parsed.err().message + ")";
+      // The parser counts lines within this one line: only its column says anything here.
+      std::string why = parsed.err().message;
+      if (why.starts_with("line 1, column ")) why = why.substr(8);
+      c.error_message = "batch line " + std::to_string(line_no) + " is not JSON (" + why + ")";
     } else if (!doc.is_object() || !doc.contains("tool") || !doc["tool"].is_string() ||
                (doc.contains("input") && !doc["input"].is_object()) ||
                (doc.contains("extension") && !doc["extension"].is_string())) {
       c.error_code = io::rpc_error::invalid_request;
-      c.error_message = "line " + std::to_string(line_no) +
+      c.error_message = "batch line " + std::to_string(line_no) +
                         " is not a call: expected {\"tool\": \"name\", \"input\": {...}} with optional \"extension\" and \"id\"";
     } else {
       c.tool = doc["tool"].get<std::string>();
