@@ -112,7 +112,9 @@ void execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> 
              actors::hitl_actor approver, Done done) {
   if (*spec->cancelled) return done(cancelled_before_start());
   auto sup = host.supervisor(spec->tool.extension);
-  self->request(sup, caf::infinite, actors::execute_atom::value, spec->call)
+  // Review mode still shows the input after the call; otherwise it moves to the extension.
+  actors::tool_call call = mode == hitl_mode::review ? spec->call : std::move(spec->call);
+  self->request(sup, caf::infinite, actors::execute_atom::value, std::move(call))
       .then(
           [self, &host, spec, mode, approver, done](actors::call_result& r) mutable {
             if (mode == hitl_mode::review) return review(self, host, spec, approver, std::move(r), done);
