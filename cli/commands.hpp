@@ -44,5 +44,7 @@ void add_doctor_command(CLI::App& app, command_context& ctx);
 void add_serve_command(CLI::App& app, command_context& ctx);
 /// `dhara sandbox exec --extension NAME -- CMD…`.
 void add_sandbox_command(CLI::App& app, command_context& ctx);
+/// `dhara bench [--extensions N] [--calls M] [--inflight K] [--durability …] [--json]`.
+void add_bench_command(CLI::App& app, command_context& ctx);
 
 }  // namespace dhara::cli

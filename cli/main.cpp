@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_config_commands(app, ctx);
   add_doctor_command(app, ctx);
   add_sandbox_command(app, ctx);
+  add_bench_command(app, ctx);
   // An unknown command gets a sentence naming it (CLI11 would only say a subcommand is needed).
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
