@@ -70,6 +70,8 @@ struct pending_batch {
   std::vector<policy::audit_entry> entries;
   check_outcome outcome{true, "", "", policy::decider::rule, {}};
   caf::typed_response_promise<check_outcome> rp;
+  std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
+                           // snapshot may be replaced while the human thinks)
 };
 
 // The user's answer to a pending capability, as the decision that is audited.
@@ -111,6 +113,7 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
     policy::decision d = policy::decide(*s.snapshot, c.request(p->batch.extension), env);
     if (d.verdict == policy::verdict_kind::ask) {
       if (s.approver) {
+        p->asked_root = std::string(d.matched_rule);
         hitl_question q;
         q.kind = question_kind::capability;
         q.extension = p->batch.extension;
@@ -124,6 +127,7 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
                   const policy::gate_check& asked = p->batch.checks[p->next - 1];
                   if (!record(*p, asked, user_decision(a, std::string(policy::to_string(asked.cap)), p->batch.extension)))
                     return finish(self, p);
+                  if (asked.kind == policy::subject_kind::path) p->outcome.allowed_root = p->asked_root;
                   evaluate(self, p);
                 },
                 [self, p](caf::error& e) {

@@ -147,7 +147,10 @@ decision decide(const policy_snapshot& s, const check_request& r, const check_en
     if (!s.interactive)
       return deny(std::string(to_string(r.cap)) + " is not approved for '" + ext.name +
                   "' and this session cannot ask; run '" + approve_command(ext.name, r.cap) + "'");
-    return {verdict_kind::ask, std::string(to_string(r.cap)) + " is pending approval", decider::rule, {}};
+    // The subject's match (for a path: the allowed root it lies under) goes with the question,
+    // so an allowed answer can be acted on like any allowed path.
+    return {verdict_kind::ask, std::string(to_string(r.cap)) + " is pending approval", decider::rule,
+            subject.matched_rule};
   }
 
   decision subject = check_subject(s, ext, r, env);

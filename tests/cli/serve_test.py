@@ -370,5 +370,35 @@ def test_ctrl_c_cancels_the_calls_in_flight_and_exits_130():
         s.close()
 
 
+def test_a_host_request_allowed_once_reads_beneath_its_allowed_root():
+    s = Server()
+    try:
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
+        # Restart the server so it loads host-client too.
+        s.proc.kill()
+        s.proc.wait()
+        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        s.buffer = b""
+        s.initialize()
+        call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": "a.txt"}}})
+        asked = []
+        while True:
+            m = s.read()
+            if m.get("method") == "approval/request":
+                asked.append((m["params"]["capability"], m["params"]["subject"]))
+                s.answer(m, "allow")  # this once: nothing is recorded
+                continue
+            assert m.get("id") == call, m
+            break
+        # The tool's four capabilities, then the host request's own path check.
+        assert asked[-1][0] == "filesystem:read" and asked[-1][1].endswith("a.txt"), asked
+        answer = json.loads(m["result"]["content"][0]["text"])
+        assert answer["result"]["content"] == "alpha\nbeta\n", answer
+        assert not os.path.exists(os.path.join(s.dh, "permissions.json"))
+    finally:
+        s.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())
