@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""`dhara bench` as a smoke test (issue 7): it completes, verifies its audit trail (one entry per
+check, the hash chain holds), reports every figure, and leaves the user's home alone. No speed
+is asserted: CI machines are noisy.
+
+Usage: bench_test.py DHARA_BINARY SOURCE_ROOT   (env DHARA_BUILD: the build dir; the bench echo
+extension is looked up next to the binary, in extensions/echo-native)
+Prints `N passed, M failed` last; exits 1 on any failure.
+"""
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the shared runner beside this file)
+
+DHARA = os.path.abspath(sys.argv[1])
+LIMIT = 240  # seconds: only so that a hang fails the test instead of blocking ctest
+
+# A home that must stay untouched: the bench makes its own.
+USER_HOME = tempfile.mkdtemp(prefix="dhara-bench-test-home-")
+atexit.register(shutil.rmtree, USER_HOME, True)
+ENV = {"HOME": USER_HOME, "DHARA_HOME": os.path.join(USER_HOME, ".dhara"),
+       "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def bench(*args):
+    p = subprocess.run([DHARA, "bench", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       start_new_session=True, timeout=LIMIT, env=ENV, cwd=USER_HOME)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check_report(out, calls):
+    r = json.loads(out)
+    for key in ("calls", "calls_per_s", "checks", "checks_per_s", "audit_entries", "audit_lines_per_s",
+                "audit_bytes_per_s", "rss_bytes"):
+        assert isinstance(r.get(key), (int, float)) and r[key] > 0, f"{key}: {r.get(key)!r}"
+    for key in ("p50", "p95", "p99"):
+        assert r["latency_us"][key] > 0, f"latency_us.{key}: {r['latency_us']}"
+    assert r["latency_us"]["p50"] <= r["latency_us"]["p95"] <= r["latency_us"]["p99"], r["latency_us"]
+    for key in ("pipe_round_trip_us_p50", "pipe_calls_per_s", "raw_write_lines_per_s"):
+        assert r["baseline"][key] > 0, f"baseline.{key}: {r['baseline']}"
+    for key in ("round_trip_p50_vs_pipe", "calls_per_s_vs_pipe", "audit_lines_vs_raw_write"):
+        assert r["ratios"][key] > 0, f"ratios.{key}: {r['ratios']}"
+    assert r["audit_verified"] is True, r
+    assert r["calls"] == calls and r["checks"] == calls and r["audit_entries"] == calls, r
+    return r
+
+
+def test_bench_json_completes_and_verifies_its_audit():
+    code, out, err = bench("--calls", "2000", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    r = check_report(out, 2000)
+    assert r["durability"] == "write", r
+
+
+def test_bench_fsync_durability():
+    code, out, err = bench("--calls", "2000", "--durability", "fsync", "--extensions", "2", "--inflight", "8", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    r = check_report(out, 2000)
+    assert r["durability"] == "fsync" and r["extensions"] == 2 and r["inflight"] == 8, r
+
+
+def test_bench_table_says_the_audit_verified():
+    code, out, err = bench("--calls", "500", "--extensions", "1", "--inflight", "1")
+    assert code == 0, f"exit {code}: {err}{out}"
+    for word in ("calls/s", "latency p50", "latency p99", "checks/s", "audit lines/s", "audit bytes/s",
+                 "peak RSS", "CPU"):
+        assert word in out, f"{word!r} missing from:\n{out}"
+    assert "audit: verified: 500 entries for 500 checks" in out, out
+
+
+def test_bench_leaves_the_users_home_alone():
+    bench("--calls", "100", "--json")
+    assert os.listdir(USER_HOME) == [], os.listdir(USER_HOME)
+
+
+def test_bad_arguments_exit_2_with_one_sentence():
+    for args in (["--calls", "0"], ["--inflight", "0"], ["--extensions", "-1"], ["--durability", "sometimes"],
+                 ["--runtime", "ruby"], ["--calls", "many"]):
+        code, out, err = bench(*args)
+        assert code == 2, f"{args}: exit {code}: {err}{out}"
+        assert err.strip() and out == "", f"{args}: {err!r} {out!r}"
+
+
+if __name__ == "__main__":
+    harness.run(dict(globals()))
