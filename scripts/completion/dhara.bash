@@ -16,7 +16,7 @@
 # Subcommands of a command path ("" is the top level).
 _dhara_subcommands() {
   case $1 in
-    "") echo "demo extensions run serve config doctor sandbox" ;;
+    "") echo "demo extensions run serve config doctor sandbox bench" ;;
     extensions) echo "list install remove" ;;
     sandbox) echo "exec" ;;
     config) echo "get set unset permissions" ;;
@@ -39,6 +39,7 @@ _dhara_flags() {
     "config permissions approve") echo "-h --help --all" ;;
     doctor) echo "-h --help --audit-log --extension --denied-only --since -n -f --follow --verify --json" ;;
     "sandbox exec") echo "-h --help --extension" ;;
+    bench) echo "-h --help --extensions --calls --inflight --durability --runtime --json" ;;
     *) echo "-h --help" ;;
   esac
 }
@@ -49,6 +50,7 @@ _dhara_takes_value() {
     "run --calls" | "run -j" | "run --concurrency" | "run --mode" | "serve --mode") return 0 ;;
     "config set --add" | "config set --remove") return 0 ;;
     "doctor --extension" | "doctor --since" | "doctor -n" | "sandbox exec --extension") return 0 ;;
+    "bench --extensions" | "bench --calls" | "bench --inflight" | "bench --durability" | "bench --runtime") return 0 ;;
   esac
   return 1
 }
@@ -145,6 +147,8 @@ _dhara_option_value() {
       [[ -z $cur || $cur == - ]] && _dhara_offer -
       _dhara_offer_files -f ;;
     "run --mode" | "serve --mode") _dhara_offer auto approve review ;;
+    "bench --durability") _dhara_offer none write fsync ;;
+    "bench --runtime") _dhara_offer native python node ;;
     "config set --add") _dhara_offer_files -f ;;
     "doctor --extension" | "sandbox exec --extension")
       local -a names

@@ -145,7 +145,7 @@ EXTENSIONS = ["@zosmaai/web-tools", "fs-tool", "notes", "web-tools"]
 # ---- positions ---------------------------------------------------------------------------
 
 def test_top_level_offers_the_commands_and_global_flags():
-    check(["config", "demo", "doctor", "extensions", "run", "sandbox", "serve"], "dhara ", any_order=True)
+    check(["bench", "config", "demo", "doctor", "extensions", "run", "sandbox", "serve"], "dhara ", any_order=True)
     check(["config"], "dhara co")
     check(["demo", "doctor"], "dhara d")
     check(["--help", "--version", "--verbose", "--no-prompt"], "dhara --")
