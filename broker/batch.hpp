@@ -11,23 +11,11 @@
 #include <caf/fwd.hpp>
 
 #include "actors/approval.hpp"
+#include "broker/batch_parse.hpp"  // batch_call, parse_batch
 #include "broker/extension_host.hpp"
 #include "broker/hitl_mode.hpp"
 
 namespace dhara::broker {
-
-/// One line of the batch file, decoded (or the error that line produces).
-struct batch_call {
-  nlohmann::json id;               ///< the input's id, else its 1-based line number
-  std::string tool;
-  std::string extension;
-  nlohmann::json input = nlohmann::json::object();
-  int error_code = 0;              ///< non-zero: the line itself is bad (-32700, -32600)
-  std::string error_message;
-};
-
-/// Decodes the batch text: blank lines are skipped but counted for line numbers.
-std::vector<batch_call> parse_batch(std::string_view text);
 
 struct batch_options {
   std::size_t concurrency = 1;     ///< calls in flight at once (-j)

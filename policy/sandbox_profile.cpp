@@ -182,7 +182,7 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text) {
     return make_error(c, "sandbox profile: '" + field + "' " + what);
   };
   auto v = j.find("version");
-  if (v == j.end() || !v->is_number_integer() || v->get<int>() != sandbox_profile_version)
+  if (v == j.end() || !v->is_number_integer() || v->get<std::int64_t>() != sandbox_profile_version)
     return bad(errc::invalid_value, "version", "must be " + std::to_string(sandbox_profile_version));
   sandbox_profile p;
   auto paths = [&](const char* key, std::vector<std::string>& out, bool must_be_path) -> std::optional<error> {
