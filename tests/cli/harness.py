@@ -41,3 +41,19 @@ def gone_from(root, limit=10):
             return False
         time.sleep(0.05)
     return True
+
+
+def wait_or_kill(pid, shown=b"", limit=60):
+    """The exit status of child `pid`, waiting at most `limit` seconds: a dhara that still runs
+    then (a prompt nobody answered, a hang) is killed and the test fails with what it showed,
+    instead of blocking the whole run until ctest's timeout."""
+    deadline = time.monotonic() + limit
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"dhara still ran after {limit} s and was killed; it showed: {shown[-2000:]!r}")
+        time.sleep(0.05)

@@ -56,7 +56,7 @@ class Home:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=30):
+def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=60):
     """Runs dhara on a pty; each time the terminal shows one more `prompt`, types the next
     answer. Returns (exit code, what the terminal showed, stdout lines as JSON)."""
     out_path = os.path.join(home.root, "stdout.jsonl")
@@ -84,7 +84,7 @@ def on_pty(home, args, answers, prompt=b"? (y/n/q) ", limit=30):
         while pending and shown.count(prompt) > answered:
             os.write(fd, pending.pop(0).encode())
             answered += 1
-    _, status = os.waitpid(pid, 0)
+    status = harness.wait_or_kill(pid, shown)
     lines = [json.loads(l) for l in open(out_path) if l.strip()]
     return os.waitstatus_to_exitcode(status), shown.decode(errors="replace"), lines
 
@@ -178,7 +178,7 @@ def test_prompts_come_one_at_a_time():
                 pass
         except OSError:
             pass
-        _, status = os.waitpid(pid, 0)
+        status = harness.wait_or_kill(pid, shown)
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         h.close()
