@@ -188,7 +188,7 @@ void extension_host::start() {
     }
     sc.argv.front() = *exe;
     bool full_env = cfg.level == policy::security_level::yolo;
-    if (auto it = policy_.snapshot->extensions.find(m.name); it != policy_.snapshot->extensions.end())
+    if (auto it = current->extensions.find(m.name); it != current->extensions.end())
       full_env = full_env || (it->second.approved_by_user | it->second.approved_by_author).contains(policy::capability::secrets_env);
     sc.env = extension_environment(m.name, full_env, environ);
     if (std::string why = confine(sc, *current, m.name, *exe); !why.empty()) {
