@@ -421,6 +421,18 @@ def test_exit_codes():
         p = subprocess.run([LAUNCHER, "--profile", bad, "--", "/bin/echo", "RAN"], capture_output=True, text=True)
         assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout)
         assert p.stderr.startswith("dhara-launch: profile: "), p.stderr
+        # The status pipe says the failing phase and errno; on success it closes at exec.
+        for profile, want in ((bad, "profile 22\n"), (None, "")):
+            r, w = os.pipe()
+            if profile is None:
+                profile = os.path.join(h.root, "good.json")
+                Home.put(profile, '{"version": 1, "read": ["/usr"], "execute": ["/usr"]}')
+            p = subprocess.run([LAUNCHER, "--profile", profile, "--status-fd", str(w), "--", "/usr/bin/true"],
+                               pass_fds=(w,), capture_output=True, text=True)
+            os.close(w)
+            with os.fdopen(r) as status:
+                assert status.read() == want, (profile, p.returncode, p.stderr)
+            assert p.returncode == (126 if want else 0), (p.returncode, p.stderr)
     finally:
         h.close()
 
