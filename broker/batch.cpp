@@ -146,7 +146,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           finish_one(result_line(c, c.extension, actors::call_error(io::rpc_error::method_not_found, err->message, data)));
           continue;
         }
-        call_spec spec{std::get<registered_tool>(resolved), {}};
+        call_spec spec{std::move(std::get<registered_tool>(resolved)), {}};
         spec.call.tool_call_id = "call-" + std::to_string(index + 1);
         spec.call.tool = spec.tool.name;
         spec.call.input = c.input;

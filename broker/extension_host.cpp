@@ -176,14 +176,18 @@ void extension_host::start() {
     sc.version = m.version;
     sc.folder = e.folder;
     sc.argv = m.argv;
-    auto exe = interpreters.resolve(m.argv.front(), e.folder);
-    if (!exe) {
+    // An extension that cannot start is listed as failed, with the reason.
+    auto not_started = [&](std::string reason) {
       actors::extension_info info;
       info.name = m.name;
       info.version = m.version;
       info.state = actors::extension_state::failed;
-      info.reason = "cannot start: " + exe.err().message;
+      info.reason = std::move(reason);
       infos_.push_back(std::move(info));
+    };
+    auto exe = interpreters.resolve(m.argv.front(), e.folder);
+    if (!exe) {
+      not_started("cannot start: " + exe.err().message);
       continue;
     }
     sc.argv.front() = *exe;
@@ -192,12 +196,7 @@ void extension_host::start() {
       full_env = full_env || (it->second.approved_by_user | it->second.approved_by_author).contains(policy::capability::secrets_env);
     sc.env = extension_environment(m.name, full_env, environ);
     if (std::string why = confine(sc, *current, m.name, *exe); !why.empty()) {
-      actors::extension_info info;
-      info.name = m.name;
-      info.version = m.version;
-      info.state = actors::extension_state::failed;
-      info.reason = why;
-      infos_.push_back(std::move(info));
+      not_started(std::move(why));
       continue;
     }
     std::string log_name = m.name;
@@ -274,9 +273,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   auto it = snap.extensions.find(name);
   if (it == snap.extensions.end()) return "cannot start: no policy was compiled for it";
   const policy::extension_policy& ext = it->second;
-  // Paranoid always requires the OS sandbox; standard and trusted unless the global config
-  // says security.requireOsSandbox: false (DESIGN §9).
-  const bool required = snap.level == policy::security_level::paranoid || policy_.settings.require_os_sandbox;
+  const bool required = policy::os_sandbox_required(policy_.settings);
   if (!kernel_) kernel_ = io::probe_sandbox_support();
   auto refuse = [&](const std::string& missing) -> std::string {
     std::string what = "the OS sandbox cannot be applied: " + missing;
@@ -287,8 +284,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
     spdlog::warn("extension {} runs without an OS sandbox: {} (security.requireOsSandbox is false)", name, what);
     return {};
   };
-  if (kernel_->landlock_abi < 1) return refuse("no Landlock (" + kernel_->landlock_detail + ")");
-  if (!kernel_->seccomp) return refuse("no seccomp filters (" + kernel_->seccomp_detail + ")");
+  if (std::string blocker = io::launch_blocker(*kernel_, false); !blocker.empty()) return refuse(blocker);
 
   auto dir = sandbox::make_private_dir("dhara-ext-");
   if (!dir) return "cannot start: " + dir.err().message;
@@ -302,9 +298,8 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   if (!options_.prompt_at_load && snap.interactive)
     in.granted = in.granted | ext.declared.minus(ext.denied);
   policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
-  if ((!profile.mask.empty() || !profile.mask_globs.empty()) && !kernel_->user_namespaces)
-    return refuse("a denied path lies inside an allowed one and user namespaces, which hide it, are missing (" +
-                  kernel_->user_namespaces_detail + ")");
+  bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty();
+  if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
   for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
   sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);
   std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR="); });

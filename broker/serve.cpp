@@ -115,7 +115,7 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
   if (auto* err = std::get_if<resolve_error>(&resolved))
     return reply_error(self, rpc_id, io::rpc_error::method_not_found, err->message,
                        err->reason.empty() ? json(nullptr) : json{{"reason", err->reason}});
-  call_spec spec{std::get<registered_tool>(resolved), {}};
+  call_spec spec{std::move(std::get<registered_tool>(resolved)), {}};
   spec.call.tool_call_id = id;
   spec.call.tool = spec.tool.name;
   spec.call.input = params.value("input", json::object());

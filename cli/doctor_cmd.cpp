@@ -948,16 +948,16 @@ void check_sandbox(health_report& r) {
   if (!r.settings || r.settings->level == policy::security_level::yolo) return;
   // Every extension starts through the launcher, which needs Landlock and seccomp; where they
   // are missing and the sandbox is required, no extension starts (fail closed).
-  bool required = r.settings->require_os_sandbox || r.settings->level == policy::security_level::paranoid;
+  bool required = policy::os_sandbox_required(*r.settings);
   if (!r.launcher_ok)
     r.problems.push_back("the sandbox launcher " + (r.launcher.empty() ? std::string("dhara-launch") : r.launcher) +
                          " is missing, so no extension can start; it is built and installed next to dhara");
-  if (required && (r.sandbox.landlock_abi < 1 || !r.sandbox.seccomp))
+  // The same rule the extension host applies at start (io::launch_blocker).
+  if (std::string blocker = io::launch_blocker(r.sandbox, false); required && !blocker.empty())
     r.problems.push_back(std::string("the OS sandbox is required (") +
                          (r.settings->level == policy::security_level::paranoid ? "level paranoid"
                                                                                  : "security.requireOsSandbox") +
-                         ") but this kernel lacks " +
-                         (r.sandbox.landlock_abi < 1 ? r.sandbox.seccomp ? "Landlock" : "Landlock and seccomp" : "seccomp") +
+                         ") but the launcher cannot apply it: " + blocker +
                          ", so no extension starts; enable it, or set security.requireOsSandbox to false in " +
                          r.where.dhara_home + "/config.json to let extensions run confined by the broker only");
 }

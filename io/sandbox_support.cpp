@@ -329,6 +329,15 @@ sandbox_support probe_sandbox_support() {
   return s;
 }
 
+std::string launch_blocker(const sandbox_support& s, bool needs_masks) {
+  if (s.landlock_abi < 1) return "no Landlock (" + s.landlock_detail + ")";
+  if (!s.seccomp) return "no seccomp filters (" + s.seccomp_detail + ")";
+  if (needs_masks && !s.user_namespaces)
+    return "a denied path lies inside an allowed one and user namespaces, which hide it, are missing (" +
+           s.user_namespaces_detail + ")";
+  return {};
+}
+
 std::string_view to_string(sandbox_level level) {
   switch (level) {
     case sandbox_level::none: return "none";

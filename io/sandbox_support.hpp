@@ -83,4 +83,9 @@ struct sandbox_loss {
 /// Every missing piece of `s`, most serious first (empty at sandbox_level::full).
 std::vector<sandbox_loss> losses_of(const sandbox_support& s);
 
+/// What keeps `dhara-launch` from applying a profile on this kernel, in words with the
+/// probe's detail ("no Landlock (…)"), or "" when nothing does. It needs Landlock and seccomp,
+/// and user namespaces when the profile masks a denied path (`needs_masks`).
+std::string launch_blocker(const sandbox_support& s, bool needs_masks);
+
 }  // namespace dhara::io

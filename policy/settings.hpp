@@ -93,6 +93,13 @@ struct settings {
   bool project_trusted = false;                    ///< the project is in trustedProjects
 };
 
+/// Whether an extension may start only inside its OS sandbox: always at paranoid; at standard
+/// and trusted unless the global config sets `requireOsSandbox: false` (DESIGN §9). yolo
+/// starts none in a sandbox, so the question does not arise there.
+inline bool os_sandbox_required(const settings& s) {
+  return s.level == security_level::paranoid || s.require_os_sandbox;
+}
+
 /// Where the merge is happening: absolute, normalized paths.
 struct merge_context {
   std::string home;          ///< $HOME for `~`
