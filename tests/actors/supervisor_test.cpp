@@ -297,8 +297,9 @@ TEST_CASE_METHOD(runtime_fixture, "wrong and duplicate response ids are ignored"
 TEST_CASE_METHOD(runtime_fixture, "a progress flood does not stall other extensions", "[runtime][supervisor]") {
   auto flood_cfg = config_for("progress-flood");
   flood_cfg.call_timeout_ms = 120000;  // not a timeout test: sanitized builds read 300 000 lines slowly
+  auto echo_cfg = config_for("echo-native");  // every file in place before the first spawn
   auto flood = actors::spawn_supervisor(sys, loop, flood_cfg);
-  auto echo = actors::spawn_supervisor(sys, loop, config_for("echo-native"));
+  auto echo = actors::spawn_supervisor(sys, loop, echo_cfg);
   REQUIRE(status(flood).state == actors::extension_state::ready);
   REQUIRE(status(echo).state == actors::extension_state::ready);
   actors::tool_call c;

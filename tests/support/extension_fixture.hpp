@@ -3,8 +3,10 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,23 @@
 namespace dhara::testing {
 
 namespace fs = std::filesystem;
+
+/// Copies a program through a close-on-exec descriptor. std::filesystem::copy_file's descriptor
+/// is inherited by a child forked meanwhile (an extension another thread is starting), and
+/// while any process holds the file open for writing, exec of it fails with ETXTBSY.
+inline void copy_executable(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+  if (fd < 0) std::abort();
+  for (std::size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::abort();
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
 
 /// A fresh temporary folder with home/.dhara/extensions and a project; removed at the end.
 struct temp_home {
@@ -44,7 +63,7 @@ struct temp_home {
     fs::copy(from, to, fs::copy_options::recursive);
     if (source == "echo-native") {
       fs::remove(to / "echo-native");  // a stale hand-built binary is never used
-      fs::copy_file(DHARA_TEST_ECHO_NATIVE, to / "echo-native");
+      copy_executable(DHARA_TEST_ECHO_NATIVE, to / "echo-native");
     }
     nlohmann::json m = nlohmann::json::parse(std::ifstream(to / "manifest.json"));
     m["name"] = name;
