@@ -41,11 +41,18 @@ json signal_name(int sig) {
   return abbrev ? json(std::string("SIG") + abbrev) : json(sig);
 }
 
+// Call deadlines, earliest first: deadline (ms) → rpc id.
+using deadline_map = std::multimap<std::int64_t, std::int64_t>;
+
 struct inflight {
   caf::typed_response_promise<call_result> rp;
   std::string tool_call_id;
   caf::actor progress_to;
+  deadline_map::iterator deadline;
 };
+
+// The timeout message that is not about one call: time out every call whose deadline passed.
+constexpr std::int64_t sweep_id = -1;
 
 struct queued_call {
   tool_call call;
@@ -66,6 +73,10 @@ struct supervisor_state {
   std::int64_t init_id = 0;
   std::int64_t started_at = 0;
   std::map<std::int64_t, inflight> calls;
+  // One timer per supervisor, not one per call: each delayed message is a wake-up of CAF's
+  // clock thread, which cost more than the rest of a call's bookkeeping (issue 7).
+  deadline_map deadlines;
+  std::int64_t armed = 0;  // the deadline the pending sweep was scheduled for; 0 = none
   std::map<std::int64_t, std::uint64_t> cancelled;  // rpc id → generation, awaiting any reply
   std::deque<queued_call> waiting;                  // calls that arrived before ready
   std::vector<caf::typed_response_promise<extension_info>> status_waiters;
@@ -115,6 +126,18 @@ void start_process(self_ptr self) {
   self->delayed_send(self, milliseconds(st.cfg.handshake_ms), timeout_atom::value, gen, std::int64_t{0});
 }
 
+// Schedules the sweep for the earliest deadline unless one is already due by then.
+void arm_sweep(self_ptr self) {
+  auto& st = self->state;
+  if (st.deadlines.empty()) return;
+  std::int64_t earliest = st.deadlines.begin()->first;
+  if (st.armed != 0 && st.armed <= earliest) return;
+  st.armed = earliest;
+  // +1: the clock may fire within the millisecond before the deadline the check compares to.
+  self->delayed_send(self, milliseconds(std::max<std::int64_t>(0, earliest - now_ms()) + 1), timeout_atom::value,
+                     st.gen, sweep_id);
+}
+
 void send_call(self_ptr self, tool_call call, caf::typed_response_promise<call_result> rp) {
   auto& st = self->state;
   std::int64_t id = ++st.next_id;
@@ -124,8 +147,15 @@ void send_call(self_ptr self, tool_call call, caf::typed_response_promise<call_r
                  {"context", {{"cwd", call.cwd}, {"sessionId", call.session_id}}}};
   write_line(self, io::encode_request(id, "tools/execute", params));
   std::uint64_t timeout = call.timeout_ms ? call.timeout_ms : st.cfg.call_timeout_ms;
-  st.calls.emplace(id, inflight{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to)});
-  self->delayed_send(self, milliseconds(timeout), timeout_atom::value, st.gen, id);
+  auto deadline = st.deadlines.emplace(now_ms() + static_cast<std::int64_t>(timeout), id);
+  st.calls.emplace(id, inflight{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to), deadline});
+  arm_sweep(self);
+}
+
+// Forgets call `id`'s bookkeeping (its answer has been delivered or will not be).
+void forget_call(self_ptr self, std::map<std::int64_t, inflight>::iterator it) {
+  self->state.deadlines.erase(it->second.deadline);
+  self->state.calls.erase(it);
 }
 
 // Starts the cancel chain for call `id`: notify, wait the grace, SIGTERM, wait, SIGKILL.
@@ -135,10 +165,31 @@ void begin_kill_chain(self_ptr self, std::int64_t id, std::uint64_t grace_ms) {
   self->delayed_send(self, milliseconds(grace_ms), killstep_atom::value, st.gen, id, 1);
 }
 
+// Times out every call whose deadline has passed: -32004 to the caller, tools/cancel to the
+// extension, then the kill chain if it does not answer within the grace.
+void time_out_due(self_ptr self) {
+  auto& st = self->state;
+  std::int64_t now = now_ms();
+  while (!st.deadlines.empty() && st.deadlines.begin()->first <= now) {
+    std::int64_t id = st.deadlines.begin()->second;
+    auto it = st.calls.find(id);
+    if (it == st.calls.end()) {  // cannot happen: a call's deadline leaves with it
+      st.deadlines.erase(st.deadlines.begin());
+      continue;
+    }
+    it->second.rp.deliver(call_error(io::rpc_error::cancelled, "the call timed out", json{{"timeout", true}}));
+    std::string tcid = it->second.tool_call_id;
+    forget_call(self, it);
+    write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tcid}}));
+    begin_kill_chain(self, id, st.cfg.cancel_grace_ms);
+  }
+}
+
 void fail_all(self_ptr self, const call_result& why) {
   auto& st = self->state;
   for (auto& [id, c] : st.calls) c.rp.deliver(why);
   st.calls.clear();
+  st.deadlines.clear();
   st.cancelled.clear();
 }
 
@@ -191,7 +242,7 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, const call_result& o
   auto it = st.calls.find(id);
   if (it == st.calls.end()) return;  // unknown or duplicate id: nothing waits for it
   it->second.rp.deliver(outcome);
-  st.calls.erase(it);
+  forget_call(self, it);
 }
 
 void on_progress(self_ptr self, const json& params) {
@@ -319,7 +370,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             if (it->second.tool_call_id != tool_call_id) continue;
             it->second.rp.deliver(call_error(io::rpc_error::cancelled, "cancelled"));
             std::int64_t id = it->first;
-            s.calls.erase(it);
+            forget_call(self, it);
             write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tool_call_id}}));
             begin_kill_chain(self, id, s.cfg.cancel_grace_ms);
             return;
@@ -374,20 +425,17 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         },
         [=](timeout_atom, std::uint64_t gen, std::int64_t id) {
           auto& s = self->state;
-          if (gen != s.gen || !s.alive) return;
-          if (id == 0) {
-            if (s.info.state != extension_state::starting) return;
-            s.loop->kill_for_violation(s.proc_id, "it did not answer initialize within " +
-                                                      std::to_string(s.cfg.handshake_ms) + " ms");
+          if (id == sweep_id) {
+            // Whatever generation scheduled it: the deadlines are those of the calls now.
+            s.armed = 0;
+            time_out_due(self);
+            arm_sweep(self);
             return;
           }
-          auto it = s.calls.find(id);
-          if (it == s.calls.end()) return;
-          it->second.rp.deliver(call_error(io::rpc_error::cancelled, "the call timed out", json{{"timeout", true}}));
-          std::string tcid = it->second.tool_call_id;
-          s.calls.erase(it);
-          write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tcid}}));
-          begin_kill_chain(self, id, s.cfg.cancel_grace_ms);
+          // Otherwise the handshake's own timer (id 0).
+          if (gen != s.gen || !s.alive || s.info.state != extension_state::starting) return;
+          s.loop->kill_for_violation(s.proc_id, "it did not answer initialize within " +
+                                                    std::to_string(s.cfg.handshake_ms) + " ms");
         },
         [=](restart_atom, std::uint64_t gen) {
           auto& s = self->state;

@@ -34,7 +34,8 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<exited_atom, std::uint64_t, io::process_exit>,
     /// io thread → supervisor: process generation N could not be started.
     caf::reacts_to<spawnfail_atom, std::uint64_t, std::string>,
-    /// self: the handshake (id 0) or call `id` of generation N timed out.
+    /// self: the handshake (id 0) of generation N timed out, or (id -1) the earliest call
+    /// deadline is due.
     caf::reacts_to<timeout_atom, std::uint64_t, std::int64_t>,
     /// self: the restart backoff of generation N elapsed.
     caf::reacts_to<restart_atom, std::uint64_t>,

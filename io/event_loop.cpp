@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <unordered_map>
@@ -21,7 +22,8 @@ namespace {
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
 constexpr std::size_t stderr_tail_bytes = 4 * 1024;
 // After the process itself exited, how long its stdout may stay open (a grandchild holding
-// the pipe) before it is closed by force.
+// the pipe) before it is closed by force; and after its stdout closed, how long the process
+// may take to exit before it is ended as a violation.
 constexpr std::uint64_t eof_after_exit_ms = 200;
 }  // namespace
 
@@ -79,11 +81,29 @@ struct event_loop::impl {
     if (p->pid > 0 && !p->reported) ::kill(-p->pid, signum);  // the whole process group
   }
 
+  void forget_stdin(std::uint64_t id) {
+    std::lock_guard<std::mutex> guard{self->mtx_};
+    self->stdin_.erase(id);
+  }
+
+  // Writers stop writing to the descriptor before it is closed (and its number reused).
+  void close_stdin(proc* p) {
+    forget_stdin(p->id);
+    close_one(reinterpret_cast<uv_handle_t*>(&p->in));
+  }
+
+  // One queued write is finished (written, failed or dropped).
+  void write_done(std::uint64_t id) {
+    std::lock_guard<std::mutex> guard{self->mtx_};
+    auto it = self->stdin_.find(id);
+    if (it != self->stdin_.end() && it->second.queued > 0) --it->second.queued;
+  }
+
   void maybe_report(proc* p) {
     if (p->reported || !p->exited || !p->out_eof) return;
     kill_group(p, SIGKILL);  // leave no grandchild behind (before `reported` disarms it)
     p->reported = true;
-    close_one(reinterpret_cast<uv_handle_t*>(&p->in));
+    close_stdin(p);
     close_one(reinterpret_cast<uv_handle_t*>(&p->out));
     close_one(reinterpret_cast<uv_handle_t*>(&p->err));
     close_one(reinterpret_cast<uv_handle_t*>(&p->eof_timer));
@@ -103,6 +123,15 @@ struct event_loop::impl {
     if (n < 0) {
       p->out_eof = true;
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&p->out));
+      if (!p->exited) {
+        // It can no longer answer anything. A process that is exiting closes its stdout just
+        // before its exit is seen, so it gets a moment; one that lives on is ended, at once
+        // rather than each of its calls waiting for its timeout.
+        uv_timer_start(&p->eof_timer, [](uv_timer_t* t) {
+          auto* q = static_cast<proc*>(t->data);
+          if (!q->exited && !q->reported) q->owner->violation(q, "it closed its stdout but kept running");
+        }, eof_after_exit_ms, 0);
+      }
       maybe_report(p);
       return;
     }
@@ -152,6 +181,7 @@ struct event_loop::impl {
     if (req.argv.empty() || req.argv.front().empty()) {
       // Nothing to start: report it without creating handles (an unspawned uv_process_t
       // must not be closed).
+      forget_stdin(id);
       if (cb.on_spawn_error) cb.on_spawn_error("no command to run");
       return;
     }
@@ -218,6 +248,12 @@ struct event_loop::impl {
     }
     p->pid = p->handle.pid;
     self->live_.fetch_add(1);
+    uv_os_fd_t in_fd = -1;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&p->in), &in_fd) == 0) {
+      ::fcntl(in_fd, F_SETFL, ::fcntl(in_fd, F_GETFL) | O_NONBLOCK);  // a direct write never blocks
+      std::lock_guard<std::mutex> guard{self->mtx_};
+      if (auto it = self->stdin_.find(id); it != self->stdin_.end()) it->second.fd = in_fd;
+    }
     start_reading(p);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&p->err), alloc, [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
       auto* pr = static_cast<proc*>(s->data);
@@ -241,6 +277,7 @@ struct event_loop::impl {
 
   void fail_spawn(proc* p, std::string why) {
     p->reported = true;  // nothing to report later
+    forget_stdin(p->id);
     for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&p->handle), reinterpret_cast<uv_handle_t*>(&p->in),
                            reinterpret_cast<uv_handle_t*>(&p->out), reinterpret_cast<uv_handle_t*>(&p->err),
                            reinterpret_cast<uv_handle_t*>(&p->eof_timer)})
@@ -250,21 +287,30 @@ struct event_loop::impl {
 
   void do_write(std::uint64_t id, std::string bytes) {
     proc* p = find(id);
-    if (!p || p->reported || uv_is_closing(reinterpret_cast<uv_handle_t*>(&p->in))) return;
+    if (!p || p->reported || uv_is_closing(reinterpret_cast<uv_handle_t*>(&p->in))) return write_done(id);
     auto* stream = reinterpret_cast<uv_stream_t*>(&p->in);
     if (uv_stream_get_write_queue_size(stream) + bytes.size() > p->req.max_write_queue_bytes) {
       violation(p, "it does not read its input (more than " + std::to_string(p->req.max_write_queue_bytes) +
                        " bytes queued)");
-      return;
+      return write_done(id);
     }
     struct write_req {
       uv_write_t req;
       std::string data;
+      impl* owner;
+      std::uint64_t id;
     };
-    auto* w = new write_req{{}, std::move(bytes)};
+    auto* w = new write_req{{}, std::move(bytes), this, id};
     uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int) { delete reinterpret_cast<write_req*>(r); });
-    if (rc < 0) delete w;  // the exit report follows
+    int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int) {
+      auto* done = reinterpret_cast<write_req*>(r);
+      done->owner->write_done(done->id);
+      delete done;
+    });
+    if (rc < 0) {  // the exit report follows
+      delete w;
+      write_done(id);
+    }
   }
 
   void begin_stop(std::uint64_t grace_ms) {
@@ -276,7 +322,7 @@ struct event_loop::impl {
     watches.clear();
     for (auto& [id, p] : procs) {
       if (p->reported) continue;
-      close_one(reinterpret_cast<uv_handle_t*>(&p->in));  // EOF on its stdin
+      close_stdin(p);  // EOF on its stdin
       kill_group(p, SIGTERM);
     }
     uv_timer_start(&kill_timer, [](uv_timer_t* t) {
@@ -321,6 +367,10 @@ event_loop::~event_loop() { stop(); }
 
 void event_loop::post(std::function<void()> f) {
   std::lock_guard<std::mutex> guard{mtx_};
+  post_locked(std::move(f));
+}
+
+void event_loop::post_locked(std::function<void()> f) {
   if (stopped_) return;
   queue_.push_back(std::move(f));
   uv_async_send(&impl_->async);  // under the lock: never after the handle is closed
@@ -328,14 +378,32 @@ void event_loop::post(std::function<void()> f) {
 
 std::uint64_t event_loop::spawn(spawn_request request, process_callbacks callbacks) {
   std::uint64_t id = next_id_.fetch_add(1);
-  post([this, id, r = std::move(request), c = std::move(callbacks)]() mutable {
+  std::lock_guard<std::mutex> guard{mtx_};
+  // Known before it runs: writes made meanwhile queue behind the spawn, and later ones behind them.
+  if (!stopped_) stdin_[id];
+  post_locked([this, id, r = std::move(request), c = std::move(callbacks)]() mutable {
     impl_->do_spawn(id, std::move(r), std::move(c));
   });
   return id;
 }
 
 void event_loop::write(std::uint64_t id, std::string bytes) {
-  post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (stopped_) return;
+  auto it = stdin_.find(id);
+  if (it != stdin_.end() && it->second.fd >= 0 && it->second.queued == 0) {
+    // Nothing queued before these bytes: write them here. The descriptor stays open while
+    // the lock is held (the loop forgets it under the same lock before closing it).
+    ssize_t n;
+    do n = ::write(it->second.fd, bytes.data(), bytes.size());
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(bytes.size())) return;
+    if (n > 0) bytes.erase(0, static_cast<std::size_t>(n));
+    // The pipe is full (or broken): the rest goes through the loop, which waits for room
+    // (or sees the error and the exit report follows).
+  }
+  if (it != stdin_.end()) ++it->second.queued;  // unknown: the process is gone, the loop drops them
+  post_locked([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
 }
 
 void event_loop::signal(std::uint64_t id, int signum) {

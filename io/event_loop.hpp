@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace dhara::io {
@@ -71,7 +72,9 @@ class event_loop {
 
   /// Starts a process; returns its id (never 0). Events arrive through `callbacks`.
   std::uint64_t spawn(spawn_request request, process_callbacks callbacks);
-  /// Queues bytes for the process's stdin (the caller adds the newline).
+  /// Writes bytes to the process's stdin (the caller adds the newline), in call order. When
+  /// nothing is queued and the pipe has room, the caller's thread writes them at once, which
+  /// spares the loop thread a wake-up; otherwise they queue on the loop.
   void write(std::uint64_t id, std::string bytes);
   /// Sends a signal to the process's whole group (it and anything it forked).
   void signal(std::uint64_t id, int signum);
@@ -98,9 +101,17 @@ class event_loop {
 
  private:
   void post(std::function<void()> f);
+  void post_locked(std::function<void()> f);
+  /// A process's stdin as writers see it (guarded by mtx_): its descriptor while the loop
+  /// keeps it open, and how many queued writes the loop has not finished.
+  struct stdin_state {
+    int fd = -1;
+    std::size_t queued = 0;
+  };
   std::unique_ptr<impl> impl_;
   std::mutex mtx_;
   std::vector<std::function<void()>> queue_;
+  std::unordered_map<std::uint64_t, stdin_state> stdin_;
   bool stopped_ = false;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::size_t> live_{0};
