@@ -15,7 +15,13 @@ namespace {
 struct waiting_reply {
   caf::typed_response_promise<check_outcome> rp;
   check_outcome outcome;
+  std::string first_capability;  // named when the audit fails: the denial says what was refused
 };
+
+// The denial that replaces an outcome whose entries could not be written.
+check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
+  return {false, w.outcome.allowed ? w.first_capability : w.outcome.capability, why, policy::decider::failure, {}};
+}
 
 struct checker_state {
   policy::snapshot_ptr snapshot;
@@ -153,8 +159,9 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
 // of all checks in the mailbox go to the writer together.
 void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
   auto& s = self->state;
+  std::string first = p->entries.empty() ? std::string() : p->entries.front().capability;
+  s.replies.push_back({std::move(p->rp), std::move(p->outcome), std::move(first)});
   s.entries.insert(s.entries.end(), std::make_move_iterator(p->entries.begin()), std::make_move_iterator(p->entries.end()));
-  s.replies.push_back({std::move(p->rp), std::move(p->outcome)});
   if (!s.flush_scheduled) {
     s.flush_scheduled = true;
     self->send(self, flush_atom::value);
@@ -194,12 +201,12 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                   [replies](audit_ack& ack) {
                     for (auto& w : *replies) {
                       if (ack.error.empty()) w.rp.deliver(w.outcome);
-                      else w.rp.deliver(check_outcome{false, w.outcome.capability, ack.error, policy::decider::failure, {}});
+                      else w.rp.deliver(audit_failed(w, ack.error));
                     }
                   },
                   [replies](caf::error&) {
                     for (auto& w : *replies)
-                      w.rp.deliver(check_outcome{false, w.outcome.capability, "the audit writer is gone", policy::decider::failure, {}});
+                      w.rp.deliver(audit_failed(w, "the audit writer is gone"));
                   });
         },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },

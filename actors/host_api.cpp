@@ -141,7 +141,13 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       argv.push_back(a.get<std::string>());
     }
     std::string cwd = string_param(p, "cwd").value_or(cfg.cwd);
-    std::uint64_t timeout = p.value("timeoutMs", cfg.spawn_timeout_ms);
+    std::uint64_t timeout = cfg.spawn_timeout_ms;
+    if (auto t = p.find("timeoutMs"); t != p.end()) {
+      // An extension's bytes: checked, never trusted to have the right type (a string here
+      // threw inside the actor).
+      if (!t->is_number_unsigned()) return bad("timeoutMs must be a whole number of milliseconds");
+      timeout = t->get<std::uint64_t>();
+    }
     std::vector<std::string> env;
     if (auto it = cfg.envs.find(r.extension); it != cfg.envs.end()) env = it->second;
     plan out;

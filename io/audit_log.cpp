@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <variant>
 
@@ -647,6 +648,12 @@ policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> e
   // Serialize and chain the whole batch, noting where rotations go: before a line that would
   // take a non-empty audit.jsonl past max_bytes, so a file exceeds it only by a lone line
   // that is itself larger.
+  // A seq that would wrap (a last line edited to 2^64-1) would restart at 0 and break the
+  // chain for every later reader: refuse, and checks fail closed.
+  if (last_seq_ > std::numeric_limits<std::uint64_t>::max() - entries.size()) {
+    return make_error(errc::invalid_value, "the audit log's seq " + std::to_string(last_seq_) +
+                                               " cannot grow; move audit.jsonl aside to start a new trail");
+  }
   batch_.clear();
   cuts_.clear();
   char prev[64];

@@ -235,6 +235,7 @@ TEST_CASE_METHOD(enforcement_fixture, "a full disk makes checks fail closed", "[
   CHECK(WEXITSTATUS(status) == 3);
   CHECK(output.find("\"status\":\"denied\"") != std::string::npos);
   CHECK(output.find("the audit log cannot be written") != std::string::npos);
+  CHECK(output.find("\"capability\":\"filesystem:read\"") != std::string::npos);  // what was refused
   CHECK(output.find("\"decidedBy\"") == std::string::npos);  // nothing was audited, nothing claims so
 }
 
@@ -304,6 +305,14 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   CHECK(shell["error"]["code"] == -32002);  // sh is not in process.commands
   auto string_cmd = host_call(*this, host, "host/process/spawn", {{"argv", "echo hi"}});
   CHECK(string_cmd["error"]["code"] == -32602);  // a shell string is not accepted
+  // Wrongly typed fields are a clear error, not an exception inside the host API actor.
+  for (const json& timeout : {json("soon"), json(-5), json(1.5)}) {
+    auto typed = host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "hi"}}, {"timeoutMs", timeout}});
+    CAPTURE(timeout.dump(), typed.dump());
+    CHECK(typed["error"]["code"] == -32602);
+    CHECK(typed["error"]["message"].get<std::string>().find("timeoutMs") != std::string::npos);
+  }
+  CHECK(host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "hi"}}, {"timeoutMs", 5000}})["result"]["exitCode"] == 0);
   host.shutdown();
 
   // Every decision is in the audit trail, and the chain holds.
