@@ -2,8 +2,10 @@
 // reused buffer), globs with `**`, and the allowed/denied check of DESIGN §4.
 #include "policy/path_rules.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 namespace dhara::policy {
 namespace {
@@ -174,30 +176,48 @@ bool glob_entry_matches(const path_entry& e, std::string_view path) {
   return path.starts_with(e.literal_prefix) && glob_match_at_or_under(e.normalized, path);
 }
 
+// (parent node, segment) → child node, while the trie is built: a linear scan of the children
+// made compiling N sibling entries (100 000 deniedPaths in one folder) O(N²).
+using trie_index = std::unordered_map<std::string, std::uint32_t>;
+
 // The trie node for `dir` (a normalized absolute directory), created on the way.
-std::uint32_t trie_node_for(std::vector<path_trie_node>& trie, std::string_view dir) {
+std::uint32_t trie_node_for(std::vector<path_trie_node>& trie, trie_index& children, std::string_view dir) {
   std::uint32_t node = 0;
   std::size_t pos = 0;
+  std::string key;
   for (std::string_view seg = next_segment(dir, pos); !seg.empty(); seg = next_segment(dir, pos)) {
-    std::uint32_t found = 0;
-    for (std::uint32_t c : trie[node].children)
-      if (trie[c].segment == seg) found = c;
-    if (found == 0) {
-      found = static_cast<std::uint32_t>(trie.size());
+    key.assign(std::to_string(node)).push_back('/');
+    key.append(seg);
+    auto [it, added] = children.try_emplace(key, static_cast<std::uint32_t>(trie.size()));
+    if (added) {
       trie.push_back(path_trie_node{std::string(seg), {}, -1, -1, {}, {}});
-      trie[node].children.push_back(found);
+      trie[node].children.push_back(it->second);
     }
-    node = found;
+    node = it->second;
   }
   return node;
 }
 
+// The child of `node` named `seg`, or 0. Children are sorted by segment (build_trie).
+std::uint32_t trie_child(const std::vector<path_trie_node>& trie, const path_trie_node& node, std::string_view seg) {
+  const auto& c = node.children;
+  if (c.size() <= 8) {
+    for (std::uint32_t i : c)
+      if (trie[i].segment == seg) return i;
+    return 0;
+  }
+  auto it = std::lower_bound(c.begin(), c.end(), seg,
+                             [&](std::uint32_t i, std::string_view s) { return std::string_view(trie[i].segment) < s; });
+  return it != c.end() && trie[*it].segment == seg ? *it : 0;
+}
+
 void build_trie(path_rule_set& set) {
   set.trie.assign(1, path_trie_node{});
+  trie_index children;
   auto index = [&](const std::vector<path_entry>& entries, bool denied) {
     for (std::uint32_t i = 0; i < entries.size(); ++i) {
       const path_entry& e = entries[i];
-      std::uint32_t node = trie_node_for(set.trie, e.glob ? std::string_view(e.literal_prefix) : std::string_view(e.normalized));
+      std::uint32_t node = trie_node_for(set.trie, children, e.glob ? std::string_view(e.literal_prefix) : std::string_view(e.normalized));
       path_trie_node& n = set.trie[node];
       if (e.glob) {
         (denied ? n.denied_globs : n.allowed_globs).push_back(i);
@@ -209,6 +229,9 @@ void build_trie(path_rule_set& set) {
   };
   index(set.denied, true);
   index(set.allowed, false);
+  for (path_trie_node& n : set.trie)
+    std::sort(n.children.begin(), n.children.end(),
+              [&](std::uint32_t x, std::uint32_t y) { return set.trie[x].segment < set.trie[y].segment; });
 }
 
 // Visits one trie node on the walk: records the first denied and allowed matches.
@@ -223,6 +246,17 @@ void visit(const path_rule_set& rules, const path_trie_node& n, std::string_view
     for (std::uint32_t g : n.allowed_globs)
       if (!m.allowed && glob_entry_matches(rules.allowed[g], path)) m.allowed = &rules.allowed[g];
   }
+}
+
+// True when `p` has a `..` segment.
+bool has_dotdot_segment(std::string_view p) {
+  for (std::size_t pos = 0; pos < p.size();) {
+    std::size_t end = p.find('/', pos);
+    if (end == std::string_view::npos) end = p.size();
+    if (p.substr(pos, end - pos) == "..") return true;
+    pos = end + 1;
+  }
+  return false;
 }
 
 // True for a path normalize_path_into would return unchanged.
@@ -327,6 +361,39 @@ bool glob_match_at_or_under(std::string_view pattern, std::string_view path) {
 
 result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_resolver& resolver) {
   path_rule_set set;
+  // The bounds of a confined (untrusted project) allowed list, in their resolved forms; an
+  // unresolvable bound bounds nothing, so entries under it are dropped (fail closed).
+  std::optional<std::string> confine_root;
+  std::vector<std::string> confine_within;
+  std::vector<std::string> confine_globs;
+  auto resolved_bound = [&](const std::string& b) -> std::optional<std::string> {
+    auto expanded = expand_home(b, in.home);
+    if (!expanded || has_glob(*expanded)) return std::nullopt;
+    auto normal = normalize_path(*expanded, "/");
+    if (!normal) return std::nullopt;
+    auto r = resolver.resolve(*normal);
+    if (!r) return std::nullopt;
+    return std::move(*r);
+  };
+  if (!in.confine_root.empty() && resolver.follows_links()) {
+    confine_root = resolved_bound(in.confine_root);
+    for (const std::string& w : in.confine_within) {
+      auto expanded = expand_home(w, in.home);
+      if (expanded && has_glob(*expanded)) {
+        if (auto g = normalize_path(*expanded, "/")) confine_globs.push_back(std::move(*g));  // matched as written
+      } else if (auto r = resolved_bound(w)) {
+        confine_within.push_back(std::move(*r));
+      }
+    }
+  }
+  auto confined = [&](const std::string& resolved) {
+    if (!confine_root || !is_at_or_under(resolved, *confine_root)) return false;
+    for (const std::string& b : confine_within)
+      if (is_at_or_under(resolved, b)) return true;
+    for (const std::string& g : confine_globs)
+      if (glob_match_at_or_under(g, resolved)) return true;
+    return false;
+  };
   auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written,
                  bool is_denied) -> std::optional<error> {
     auto expanded = expand_home(text, in.home);
@@ -351,6 +418,11 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       set.problems.push_back("cannot resolve '" + e.written + "': " + resolved.err().message);
       if (is_denied) list.push_back(std::move(e));
       return std::nullopt;
+    }
+    if (!is_denied && !in.confine_root.empty() && !confined(*resolved)) {
+      set.problems.push_back("allowedPaths entry '" + e.written + "' ignored: it resolves to '" + *resolved +
+                             "', outside the project or the allowed paths it may narrow");
+      return std::nullopt;  // less is allowed
     }
     if (is_denied && *resolved != e.normalized) {
       path_entry lexical = e;  // deny both the name and what it points at
@@ -380,12 +452,7 @@ path_matches match_path(const path_rule_set& rules, std::string_view path) {
   visit(rules, rules.trie[0], path, m);
   std::size_t pos = 0;
   for (std::string_view seg = next_segment(path, pos); !seg.empty() && !m.denied; seg = next_segment(path, pos)) {
-    std::uint32_t next = 0;
-    for (std::uint32_t c : rules.trie[node].children)
-      if (rules.trie[c].segment == seg) {
-        next = c;
-        break;
-      }
+    std::uint32_t next = trie_child(rules.trie, rules.trie[node], seg);
     if (next == 0) break;  // nothing is indexed below this point
     node = next;
     visit(rules, rules.trie[node], path, m);
@@ -431,7 +498,19 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
   std::string resolved_storage;
   const path_entry* allowed = lexical_match.allowed;
   if (resolver.follows_links()) {
-    auto resolved = resolver.resolve(lexical);
+    // `..` after a symlink climbs out of the link's *target* when the kernel opens the path
+    // (and a tool given the path opens it that way), while lexical normalization drops the
+    // link: "to-secret/../outside" would be checked as "<cwd>/outside". So a path with a `..`
+    // segment is resolved as written, component by component; the lexical form was checked
+    // for denials above, and only the physical one can allow.
+    std::string physical;
+    std::string_view to_resolve = lexical;
+    if (has_dotdot_segment(input)) {
+      if (input.front() != '/') physical.assign(cwd).push_back('/');
+      physical.append(input);
+      to_resolve = physical;
+    }
+    auto resolved = resolver.resolve(to_resolve);
     if (!resolved)
       return deny("cannot resolve '" + std::string(raw) + "': " + resolved.err().message);
     resolved_storage = std::move(*resolved);

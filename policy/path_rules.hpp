@@ -79,6 +79,13 @@ struct path_rules_input {
   /// Only dhara's own state files as built-in denials (what yolo keeps, DESIGN §4); otherwise
   /// also /etc/shadow, ~/.ssh and the /proc magic links.
   bool only_state_files = false;
+  /// Non-empty when an untrusted project narrowed allowedPaths (settings::allowed_confinement):
+  /// an allowed entry counts only if its *resolved* form is at/under the resolved `confine_root`
+  /// and the resolved form of one of `confine_within`; others are dropped as problems. The merge
+  /// checked the entries lexically; this stops a symlink the repository ships (`docs -> /`)
+  /// from widening them.
+  std::string confine_root = {};
+  std::vector<std::string> confine_within = {};
 };
 
 /// One compiled entry: the text the user wrote (for reasons) and its normalized form.
@@ -95,7 +102,7 @@ struct path_entry {
 /// literal directory, so a check walks the path's segments once and tests only candidates.
 struct path_trie_node {
   std::string segment;
-  std::vector<std::uint32_t> children;       ///< indices into path_rule_set::trie
+  std::vector<std::uint32_t> children;       ///< indices into path_rule_set::trie, sorted by segment
   std::int32_t denied = -1;                  ///< plain denied entry ending here (first wins)
   std::int32_t allowed = -1;                 ///< plain allowed entry ending here
   std::vector<std::uint32_t> denied_globs;   ///< glob entries whose literal directory is here

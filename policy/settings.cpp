@@ -550,7 +550,10 @@ class merger {
     settings& e = out_.effective;
     if (l.level) e.level = *l.level;
     if (l.trusted_authors) e.trusted_authors = unique(*l.trusted_authors);
-    if (l.allowed_paths) e.allowed_paths = unique(convert_paths(*l.allowed_paths, kind, "security.allowedPaths", false));
+    if (l.allowed_paths) {
+      e.allowed_paths = unique(convert_paths(*l.allowed_paths, kind, "security.allowedPaths", false));
+      e.allowed_confined_to.reset();  // a trusted layer chose these paths itself
+    }
     add_denied(l, kind);
     if (l.audit_ignore_patterns) e.audit_ignore_patterns = convert_patterns(*l.audit_ignore_patterns, kind);
     if (l.trusted_projects && kind != layer_kind::project)
@@ -692,8 +695,10 @@ class merger {
                 "the global security.allowedPaths");
     }
     // An empty list that was given means "allow nothing": the tightest narrowing there is.
-    if (!accepted.empty() || written.empty())
+    if (!accepted.empty() || written.empty()) {
+      out_.effective.allowed_confined_to = settings::allowed_confinement{root_, out_.effective.allowed_paths};
       out_.effective.allowed_paths = std::move(accepted);
+    }
     else
       warn(layer_kind::project, "no security.allowedPaths entry was accepted, so the global allowed paths stay");
   }

@@ -91,6 +91,15 @@ struct settings {
   std::uint64_t restart_window_ms = 60000;
   std::uint64_t max_line_bytes = 8388608;
   bool project_trusted = false;                    ///< the project is in trustedProjects
+  /// Set when an untrusted project narrowed allowedPaths: the project root and the allowed
+  /// entries it narrowed (absolute). The merge checks the project's entries lexically; the
+  /// snapshot compile also requires each one's resolved form to stay under the resolved root
+  /// and one of these, so a symlink shipped in the repository cannot widen them.
+  struct allowed_confinement {
+    std::string project_root;
+    std::vector<std::string> within;
+  };
+  std::optional<allowed_confinement> allowed_confined_to;
 };
 
 /// Whether an extension may start only inside its OS sandbox: always at paranoid; at standard

@@ -45,6 +45,10 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   snap.cwd = in.cwd;
 
   path_rules_input paths{cfg.allowed_paths, cfg.denied_paths, in.home, in.dhara_home, in.project_root};
+  if (cfg.allowed_confined_to) {
+    paths.confine_root = cfg.allowed_confined_to->project_root;
+    paths.confine_within = cfg.allowed_confined_to->within;
+  }
   auto compiled = compile_path_rules(paths, resolver);
   if (!compiled) return compiled.err();
   snap.paths = std::move(*compiled);

@@ -1,0 +1,663 @@
+// Hostile inputs against the real I/O half (issue 8, "Hostile inputs"): a real temporary
+// tree full of traps checked by decide() through the real symlink resolver, then handed to
+// the real host operations (io/host_ops) the way the host API does; project config files
+// read from disk and merged by the real settings merge; argv spawned for real; URLs fetched
+// against a real listener that counts every connection that reaches it.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/host_ops.hpp"
+#include "io/path_resolver.hpp"
+#include "io/settings_file.hpp"
+#include "policy/snapshot.hpp"
+#include "../support/policy_fixture.hpp"
+
+namespace fs = std::filesystem;
+using namespace dhara;
+using nlohmann::json;
+using policy::capability;
+using policy::subject_kind;
+using policy::verdict_kind;
+
+namespace {
+
+struct temp_tree {
+  fs::path root;
+  temp_tree() {
+    std::string tmpl = (fs::temp_directory_path() / "dhara-hostile-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    root = fs::canonical(tmpl);
+  }
+  ~temp_tree() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  temp_tree(const temp_tree&) = delete;
+  temp_tree& operator=(const temp_tree&) = delete;
+  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+};
+
+void put(const std::string& path, std::string_view bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+  REQUIRE(f.good());
+}
+
+std::string get(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The traps. T = the temp root:
+//   T/proj                      the project (allowed)
+//   T/secret/key                denied
+//   T/data/keys/k               denied through the link T/keys-link (the rule names the link)
+//   T/home/.dhara/{permissions.json,audit.jsonl,config.json}   dhara's state
+//   T/outside/file              neither allowed nor denied
+struct trap_tree {
+  temp_tree t;
+  io::real_path_resolver resolver;
+  policy::settings config;
+  dhara::testing::policy_fixture fixture;  // its manifests and approvals (fs-tools: filesystem:*)
+  std::shared_ptr<const policy::policy_snapshot> snap;
+
+  trap_tree() {
+    for (const char* d : {"proj/src", "secret", "data/keys", "home/.dhara/extensions", "outside", "proj/.dhara"})
+      fs::create_directories(t / d);
+    put(t / "proj/src/a.ts", "export {}\n");
+    put(t / "secret/key", "TOP SECRET\n");
+    put(t / "data/keys/k", "KEY\n");
+    put(t / "outside/file", "outside\n");
+    put(t / "home/.dhara/permissions.json", "{}\n");
+    put(t / "home/.dhara/audit.jsonl", "");
+    put(t / "home/.dhara/config.json", "{}\n");
+    fs::create_directory_symlink(t / "data/keys", t / "keys-link");
+    // Links planted in the project by a hostile repository or extension.
+    fs::create_directory_symlink(t / "secret", t / "proj/to-secret");
+    fs::create_directory_symlink("../secret", t / "proj/rel-secret");
+    fs::create_symlink("../../secret/key", t / "proj/src/key-link");
+    fs::create_directory_symlink(t / "outside", t / "proj/to-outside");
+    fs::create_directory_symlink("../..", t / "proj/src/up2");
+    fs::create_symlink(t / "proj/chain2", t / "proj/chain1");
+    fs::create_directory_symlink(t / "secret", t / "proj/chain2");
+    fs::create_symlink(t / "secret/new.key", t / "proj/dangling");          // denied, does not exist yet
+    fs::create_directory_symlink(t.root, t / "proj/parent");               // the parent of everything
+    fs::create_directory_symlink(t / "data", t / "proj/data-link");
+    fs::create_symlink(t / "home/.dhara/permissions.json", t / "proj/perm-link");
+    fs::create_symlink(t / "home/.dhara/audit.jsonl", t / "proj/audit-link");
+    fs::create_directory_symlink(t / "home/.dhara", t / "proj/dhara-link");
+    fs::create_directory_symlink("/proc/self/root", t / "proj/proc-root");
+    fs::create_symlink("/proc/self/environ", t / "proj/proc-env");
+    fs::create_symlink(t / "proj/loop-b", t / "proj/loop-a");
+    fs::create_symlink(t / "proj/loop-a", t / "proj/loop-b");
+
+    config.allowed_paths = {t / "proj"};
+    config.denied_paths = {t / "secret", t / "keys-link", t / "future-secret"};  // the last does not exist
+    snap = compile();
+  }
+
+  std::shared_ptr<const policy::policy_snapshot> compile() const {
+    policy::snapshot_input in;
+    in.config = &config;
+    in.home = t / "home";
+    in.dhara_home = t / "home/.dhara";
+    in.project_root = t / "proj";
+    in.cwd = t / "proj";
+    for (std::size_t i = 0; i < fixture.manifests.size(); ++i)
+      in.extensions.push_back({&fixture.manifests[i], (t.root / "home/.dhara/extensions" / fixture.manifests[i].name).string(),
+                               &fixture.perms[i]});
+    auto s = policy::compile_snapshot(in, resolver);
+    REQUIRE(s);
+    return std::make_shared<const policy::policy_snapshot>(std::move(*s));
+  }
+
+  policy::decision decide(std::string_view p, capability cap = capability::filesystem_read) const {
+    policy::check_environment env{&resolver, nullptr};
+    return policy::decide(*snap, {"fs-tools", cap, subject_kind::path, p, {}}, env);
+  }
+
+  // The path the checker allowed: resolved as written (`..` after a link climbs its target).
+  std::string resolved(std::string_view p) const {
+    std::string abs = p.starts_with('/') ? std::string(p) : (t / "proj") + "/" + std::string(p);
+    auto r = resolver.resolve(abs);
+    REQUIRE(r);
+    return *r;
+  }
+};
+
+struct path_row {
+  std::string path;       // as the extension sends it (relative to the project, or absolute)
+  verdict_kind expect;
+  std::string reason_has;
+};
+
+}  // namespace
+
+TEST_CASE("hostile tree: symlink and dot-dot escapes are denied after resolution", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  const std::vector<path_row> rows = {
+      {"to-secret/key", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"rel-secret/key", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"src/key-link", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"chain1/key", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"parent/secret/key", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"src/up2/secret/key", verdict_kind::deny, "which is denied by the rule " + (t / "secret")},
+      {"to-outside/file", verdict_kind::deny, "outside the allowed paths"},
+      {"src/up2/outside/file", verdict_kind::deny, "outside the allowed paths"},
+      {"src/../../outside/file", verdict_kind::deny, "outside the allowed paths"},
+      {"to-secret/../outside/file", verdict_kind::deny, "outside the allowed paths"},  // `..` after a link climbs its target
+      {"loop-a", verdict_kind::deny, "too many levels of symbolic links"},
+      // Deny rules after resolution: the rule names a link, the request names its target.
+      {t / "data/keys/k", verdict_kind::deny, "denied by the rule " + (t / "keys-link")},
+      {"data-link/keys/k", verdict_kind::deny, "denied by the rule " + (t / "keys-link")},
+      // Controls: plain files and links that stay inside.
+      {"src/a.ts", verdict_kind::allow, ""},
+      {"src/up2/proj/src/a.ts", verdict_kind::allow, ""},
+      {"to-secret/../proj/src/a.ts", verdict_kind::allow, ""},
+  };
+  for (const path_row& r : rows) {
+    INFO("path '" << r.path << "'");
+    policy::decision d = tr.decide(r.path);
+    INFO("reason: " << d.reason);
+    CHECK(d.verdict == r.expect);
+    CHECK(d.reason.find(r.reason_has) != std::string::npos);
+    if (d.allowed()) {
+      // The allowed path is readable through the host operation, beneath the matched root.
+      auto read = io::fs_read(std::string(d.matched_rule), tr.resolved(r.path), "utf8", 1 << 20);
+      CHECK(read);
+    }
+  }
+}
+
+TEST_CASE("hostile tree: a denied path that does not exist yet, reached through a symlinked parent", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  const std::vector<path_row> rows = {
+      {"dangling", verdict_kind::deny, "resolves to '" + (t / "secret/new.key") + "'"},
+      {"to-secret/new.key", verdict_kind::deny, "denied by the rule " + (t / "secret")},
+      {"parent/secret/sub/new.key", verdict_kind::deny, "denied by the rule " + (t / "secret")},
+      {"parent/future-secret/x", verdict_kind::deny, "denied by the rule " + (t / "future-secret")},
+      {"parent/future-secret", verdict_kind::deny, "denied by the rule " + (t / "future-secret")},
+      {"src/up2/future-secret/deeper/still/x", verdict_kind::deny, "denied by the rule " + (t / "future-secret")},
+      {"src/new-file.ts", verdict_kind::allow, ""},
+  };
+  for (const path_row& r : rows) {
+    INFO("write to '" << r.path << "'");
+    policy::decision d = tr.decide(r.path, capability::filesystem_write);
+    INFO("reason: " << d.reason);
+    CHECK(d.verdict == r.expect);
+    CHECK(d.reason.find(r.reason_has) != std::string::npos);
+  }
+  // Even if a check were skipped, the write beneath the project root cannot land in the
+  // denied folder: openat2 refuses the dangling absolute link.
+  auto w = io::fs_write(t / "proj", t / "proj/dangling", "pwned", 1 << 20);
+  REQUIRE_FALSE(w);
+  CHECK(w.err().code == policy::errc::invalid_path);
+  CHECK_FALSE(fs::exists(t / "secret/new.key"));
+  auto w2 = io::fs_write(t / "proj", t / "proj/parent/future-secret", "pwned", 1 << 20);
+  REQUIRE_FALSE(w2);
+  CHECK_FALSE(fs::exists(t / "future-secret"));
+}
+
+TEST_CASE("hostile tree: a link swapped in after the check cannot escape the allowed root", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directory(t / "proj/swap");
+  policy::decision d = tr.decide("swap/k", capability::filesystem_write);
+  REQUIRE(d.allowed());
+  std::string root(d.matched_rule);
+  std::string target = tr.resolved("swap/k");
+  // Between the check and the open, the folder becomes a link to the denied folder.
+  fs::remove(t / "proj/swap");
+  fs::create_directory_symlink(t / "secret", t / "proj/swap");
+  auto w = io::fs_write(root, target, "pwned", 1 << 20);
+  REQUIRE_FALSE(w);
+  CHECK(w.err().code == policy::errc::invalid_path);
+  CHECK_FALSE(fs::exists(t / "secret/k"));
+  auto r = io::fs_read(root, t / "proj/swap/key", "utf8", 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK(get(t / "secret/key") == "TOP SECRET\n");
+}
+
+TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  const std::string self = std::to_string(::getpid());
+  std::vector<path_row> rows = {
+      {"/proc/self/root" + (t / "secret/key"), verdict_kind::deny, "built-in: /proc/*/root"},
+      {"/proc/self/root" + (t / "proj/src/a.ts"), verdict_kind::deny, "built-in: /proc/*/root"},  // resolves inside, still refused
+      {"/proc/" + self + "/root" + (t / "proj/src/a.ts"), verdict_kind::deny, "built-in: /proc/*/root"},
+      {"/proc/self/environ", verdict_kind::deny, "built-in: /proc/*/environ"},
+      {"/proc/" + self + "/environ", verdict_kind::deny, "built-in: /proc/*/environ"},
+      {"/proc/self/task/" + self + "/environ", verdict_kind::deny, "built-in: /proc/*/environ"},
+      {"proc-root" + (t / "secret/key"), verdict_kind::deny, "which is denied by the rule " + (t / "secret")},  // a project link into /proc
+      {"proc-env", verdict_kind::deny, "built-in: /proc/*/environ"},
+  };
+  // Descriptors of this process named through /dev/fd (→ /proc/self/fd): a pipe resolves to
+  // "/proc/<pid>/fd/pipe:[…]", an open file to the file itself, which is checked again.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  int key_fd = ::open((t / "secret/key").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(key_fd >= 0);
+  rows.push_back({"/dev/fd/" + std::to_string(pipe_fds[0]), verdict_kind::deny, "built-in: /proc/*/fd"});
+  rows.push_back({"/dev/fd/" + std::to_string(key_fd), verdict_kind::deny, "which is denied by the rule " + (t / "secret")});
+  rows.push_back({"/proc/self/fd/" + std::to_string(key_fd), verdict_kind::deny, "built-in: /proc/*/fd"});
+  for (bool everything : {false, true}) {
+    if (everything) {  // the user allowed the whole filesystem: the built-ins still hold
+      tr.config.allowed_paths = {"/"};
+      tr.snap = tr.compile();
+    }
+    for (const path_row& r : rows) {
+      INFO("allowed " << (everything ? "/" : "the project") << ", path '" << r.path << "'");
+      policy::decision d = tr.decide(r.path);
+      INFO("reason: " << d.reason);
+      CHECK(d.verdict == r.expect);
+      CHECK(d.reason.find(r.reason_has) != std::string::npos);
+    }
+  }
+  // The host operation refuses the magic link itself, whatever the checker said.
+  auto r = io::fs_read(t / "proj", t / "proj/proc-root" + (t / "proj/src/a.ts"), "utf8", 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == policy::errc::invalid_path);
+  auto root = io::fs_read("/proc/self", "/proc/self/root/etc/hostname", "utf8", 1 << 20);
+  REQUIRE_FALSE(root);  // a magic link is never followed
+  CHECK(root.err().code == policy::errc::invalid_path);
+  auto fd = io::fs_read(t / "proj", "/proc/self/fd/" + std::to_string(key_fd), "utf8", 1 << 20);
+  REQUIRE_FALSE(fd);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  ::close(key_fd);
+}
+
+TEST_CASE("hostile tree: an extension cannot approve itself or edit the audit through the host API", "[io][hostile][state]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  tr.config.allowed_paths = {t.root.string()};  // even with everything under T allowed
+  tr.snap = tr.compile();
+  const std::string dhara_home = t / "home/.dhara";
+  const std::vector<path_row> rows = {
+      {dhara_home + "/permissions.json", verdict_kind::deny, "built-in: $DHARA_HOME/permissions.json*"},
+      {dhara_home + "/permissions.json.tmp", verdict_kind::deny, "built-in: $DHARA_HOME/permissions.json*"},
+      {dhara_home + "/audit.jsonl", verdict_kind::deny, "built-in: $DHARA_HOME/audit*"},
+      {dhara_home + "/audit.1.jsonl", verdict_kind::deny, "built-in: $DHARA_HOME/audit*"},
+      {dhara_home + "/config.json", verdict_kind::deny, "built-in: $DHARA_HOME/config.json*"},
+      {dhara_home + "/logs/x.log", verdict_kind::deny, "built-in: $DHARA_HOME/logs"},
+      {"perm-link", verdict_kind::deny, "built-in: $DHARA_HOME/permissions.json*"},
+      {"audit-link", verdict_kind::deny, "built-in: $DHARA_HOME/audit*"},
+      {"dhara-link/permissions.json", verdict_kind::deny, "built-in: $DHARA_HOME/permissions.json*"},
+      {"dhara-link/../.dhara/config.json", verdict_kind::deny, "is denied by the rule built-in: "},  // both forms are state files
+      {".dhara/config.json", verdict_kind::deny, "built-in: <project>/.dhara/config.json"},
+      {"parent/proj/.dhara/config.json", verdict_kind::deny, "built-in: <project>/.dhara/config.json"},
+      {"src/a.ts", verdict_kind::allow, ""},
+  };
+  for (const path_row& r : rows) {
+    INFO("write to '" << r.path << "'");
+    policy::decision d = tr.decide(r.path, capability::filesystem_write);
+    INFO("reason: " << d.reason);
+    CHECK(d.verdict == r.expect);
+    CHECK(d.reason.find(r.reason_has) != std::string::npos);
+  }
+  // Through the host operation from the project root, the links lead nowhere either.
+  for (const char* link : {"perm-link", "audit-link", "dhara-link/permissions.json"}) {
+    INFO(link);
+    auto w = io::fs_write(t / "proj", (t.root / "proj" / link).string(), R"({"fs-tools":{"capabilities":{"process:spawn":"approved"}}})", 1 << 20);
+    REQUIRE_FALSE(w);
+    CHECK(w.err().code == policy::errc::invalid_path);
+  }
+  CHECK(get(dhara_home + "/permissions.json") == "{}\n");
+  CHECK(get(dhara_home + "/audit.jsonl").empty());
+}
+
+TEST_CASE("hostile commands: argv runs without a shell and look-alikes are refused by the real locator", "[io][hostile][command]") {
+  temp_tree t;
+  put(t / "git", "#!/bin/sh\ntouch pwned\n");
+  fs::permissions(t / "git", fs::perms::owner_all);
+  io::path_executable_locator locator("/usr/bin:/bin", t.root.string());
+  auto rules = policy::compile_command_rules(std::vector<std::string>{"git", "echo"});
+  struct row {
+    std::string command;
+    verdict_kind expect;
+    std::string reason_has;
+  };
+  const std::vector<row> rows = {
+      {"git status; touch " + (t / "pwned"), verdict_kind::deny, "shell metacharacters"},
+      {"git log && touch pwned", verdict_kind::deny, "shell metacharacters"},
+      {"echo $(touch pwned)", verdict_kind::deny, "shell metacharacters"},
+      {"./git status", verdict_kind::deny, "outside /usr, /bin"},
+      {t / "git", verdict_kind::deny, "outside /usr, /bin"},
+      {"sh -c 'git status'", verdict_kind::deny, "not in the extension's process.commands list"},
+      {"git status", verdict_kind::allow, ""},
+  };
+  for (const row& r : rows) {
+    INFO("command '" << r.command << "'");
+    policy::decision d = policy::check_command_string(rules, r.command, &locator);
+    INFO("reason: " << d.reason);
+    CHECK(d.verdict == r.expect);
+    CHECK(d.reason.find(r.reason_has) != std::string::npos);
+  }
+  // What host/process/spawn runs for an allowed argv: metacharacters stay bytes.
+  std::vector<std::string> argv{"/usr/bin/echo", "$(touch pwned)", "; touch pwned2", "&& touch pwned3", "`touch pwned4`"};
+  REQUIRE(policy::check_argv(rules, argv, &locator).allowed());
+  auto run = io::process_spawn(argv, t.root.string(), 10000, 1 << 16, {"PATH=/usr/bin:/bin"});
+  REQUIRE(run);
+  CHECK((*run)["exitCode"] == 0);
+  CHECK((*run)["stdout"] == "$(touch pwned) ; touch pwned2 && touch pwned3 `touch pwned4`\n");
+  for (const char* f : {"pwned", "pwned2", "pwned3", "pwned4"}) CHECK_FALSE(fs::exists(t / f));
+}
+
+namespace {
+
+// A TCP listener on 127.0.0.1 that answers every connection with a tiny HTTP response and
+// counts them, so a test can prove that a refused URL never reached it.
+class counting_listener {
+ public:
+  counting_listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~counting_listener() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  counting_listener(const counting_listener&) = delete;
+  counting_listener& operator=(const counting_listener&) = delete;
+  std::string port() const { return std::to_string(port_); }
+  int connections() const { return count_.load(); }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      ++count_;
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) <= 0) break;
+        ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        req.append(buf, static_cast<std::size_t>(n));
+      }
+      static const char reply[] = "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+      if (::write(c, reply, sizeof reply - 1) < 0) { /* the client went away */ }
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> count_{0};
+  std::thread thread_;
+};
+
+// Names from /etc/hosts (and this machine's own name) that resolve only to loopback and are
+// not conventional local names: only the resolution step can catch them.
+std::vector<std::string> loopback_names() {
+  std::vector<std::string> candidates;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) candidates.emplace_back(host);
+  std::ifstream hosts("/etc/hosts");
+  for (std::string line; std::getline(hosts, line);) {
+    std::istringstream words(line);
+    std::string addr, name;
+    if (!(words >> addr) || !addr.starts_with("127.")) continue;
+    while (words >> name && !name.starts_with('#')) candidates.push_back(name);
+  }
+  std::vector<std::string> out;
+  for (const std::string& c : candidates) {
+    if (c.find("localhost") != std::string::npos || c.ends_with(".local") || c.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
+      continue;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(c.c_str(), nullptr, &hints, &res) != 0) continue;
+    bool all_loopback = true;
+    for (addrinfo* a = res; a; a = a->ai_next)
+      all_loopback = all_loopback && a->ai_family == AF_INET &&
+                     (ntohl(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    ::freeaddrinfo(res);
+    if (all_loopback && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("hostile urls: IP literals, userinfo and loopback names never reach a local listener", "[io][hostile][url]") {
+  counting_listener listener;
+  const std::string port = listener.port();
+  const io::fetch_limits limits{1 << 16, 5000};
+  const auto no_list = policy::compile_domain_rules(std::nullopt);
+  const auto api_only = policy::compile_domain_rules(std::vector<std::string>{"api.example.com"});
+  struct row {
+    std::string url;
+    const policy::domain_rules* rules;
+    std::string reason_has;
+  };
+  std::vector<row> rows = {
+      {"http://127.0.0.1:" + port + "/", &no_list, "loopback"},
+      {"http://2130706433:" + port + "/", &no_list, "loopback"},
+      {"http://0x7f.1:" + port + "/", &no_list, "loopback"},
+      {"http://0x7f000001:" + port + "/", &no_list, "loopback"},
+      {"http://0177.0.0.1:" + port + "/", &no_list, "loopback"},
+      {"http://127.1:" + port + "/", &no_list, "loopback"},
+      {"http://[::ffff:127.0.0.1]:" + port + "/", &no_list, "loopback"},
+      {"http://[::ffff:7f00:1]:" + port + "/", &no_list, "loopback"},
+      {"http://[::1]:" + port + "/", &no_list, "loopback"},
+      {"http://0.0.0.0:" + port + "/", &no_list, "loopback"},
+      {"http://localhost:" + port + "/", &no_list, "local name"},
+      {"http://api.example.com@127.0.0.1:" + port + "/", &api_only, "loopback"},
+      {"http://api.example.com@2130706433:" + port + "/", &api_only, "loopback"},
+      {"http://api.example.com:" + port + "@127.1:" + port + "/", &api_only, "loopback"},
+      {"http://2130706433:" + port + "/", &api_only, "loopback"},
+  };
+  std::vector<std::string> names = loopback_names();
+  if (names.empty()) WARN("no plain name in /etc/hosts resolves to loopback here; that row is covered by vet_addresses only");
+  for (const std::string& n : names) rows.push_back({"http://" + n + ":" + port + "/", &no_list, "resolves to 127."});
+  for (const row& r : rows) {
+    INFO("url " << r.url);
+    auto got = io::net_fetch(r.url, "GET", json(), "", *r.rules, limits);
+    REQUIRE_FALSE(got);
+    INFO("error: " << got.err().message);
+    CHECK(got.err().code == policy::errc::invalid_value);
+    CHECK(got.err().message.find(r.reason_has) != std::string::npos);
+  }
+  CHECK(listener.connections() == 0);
+  // A name resolving to 127.0.0.1 is refused after resolution, whatever it is called.
+  auto ip = [](const char* s) { return *policy::parse_ip_literal(s); };
+  CHECK_FALSE(io::vet_addresses("rebind.example", {ip("93.184.216.34"), ip("127.0.0.1")}, no_list));
+  CHECK_FALSE(io::vet_addresses("metadata.example", {ip("169.254.169.254")}, no_list));
+  CHECK_FALSE(io::vet_addresses("v6.example", {ip("::1")}, no_list));
+
+  // The control: listed literally, another spelling of the address does connect, so the
+  // listener above would have counted a leak.
+  const auto listed = policy::compile_domain_rules(std::vector<std::string>{"127.0.0.1"});
+  auto ok = io::net_fetch("http://2130706433:" + port + "/", "GET", json(), "", listed, limits);
+  REQUIRE(ok);
+  CHECK((*ok)["status"] == 200);
+  CHECK(listener.connections() == 1);
+}
+
+namespace {
+
+// One project file on disk, merged with a fixed global file by the real merge.
+struct settings_case {
+  temp_tree t;
+  std::string project = t / "proj";
+  std::string global_path = t / "home/.dhara/config.json";
+  std::string project_path = t / "proj/.dhara/config.json";
+
+  settings_case() {
+    fs::create_directories(t / "home/.dhara");
+    fs::create_directories(t / "proj/.dhara");
+    fs::create_directories(t / "proj/src");
+    fs::create_directories(t / "outside");
+    put(t / "outside/file", "outside\n");
+    put(global_path, json{{"security",
+                           {{"level", "standard"},
+                            {"allowedPaths", {project}},
+                            {"deniedPaths", {t / "proj/secrets"}},
+                            {"trustedAuthors", {"zosmaai"}},
+                            {"auditIgnorePatterns", {"**/node_modules/**"}},
+                            {"audit", {{"durability", "write"}, {"maxBytes", 1048576}, {"keep", 5}}}}},
+                          {"extensionDirs", {t / "home/.dhara/extensions"}},
+                          {"extensions", {{"callTimeoutMs", 60000}, {"maxRestarts", 3}, {"restartWindowMs", 60000},
+                                          {"maxLineBytes", 1048576}, {"cancelGraceMs", 5000}, {"killGraceMs", 2000}}}}
+                         .dump());
+  }
+
+  policy::merged_settings merge(const json& project_doc, bool trusted = false) {
+    if (trusted) {
+      auto g = json::parse(get(global_path));
+      g["security"]["trustedProjects"] = {project};
+      put(global_path, g.dump());
+    }
+    put(project_path, project_doc.dump());
+    auto global = io::read_settings_file(global_path, policy::layer_kind::global);
+    REQUIRE(global);
+    auto proj = io::read_settings_file(project_path, policy::layer_kind::project);
+    REQUIRE(proj);
+    policy::merge_context ctx{t / "home", t / "home/.dhara", project};
+    return policy::merge_settings(global->parsed.layer, &proj->parsed.layer, nullptr, ctx);
+  }
+};
+
+json at(std::string_view dotted, json value) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = dotted.find('.', start)) != std::string_view::npos; start = dot + 1)
+    parts.emplace_back(dotted.substr(start, dot - start));
+  parts.emplace_back(dotted.substr(start));
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = json{{*it, std::move(value)}};
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE("hostile project config: every loosening is ignored with a warning naming trustedProjects", "[io][hostile][settings]") {
+  struct row {
+    std::string key;
+    json value;
+  };
+  const std::vector<row> rows = {
+      {"security.level", "yolo"},
+      {"security.level", "trusted"},
+      {"security.trustedAuthors", json::array({"zosmaai", "evil-corp"})},
+      {"security.allowedPaths", {"/"}},
+      {"security.allowedPaths", {".."}},
+      {"security.allowedPaths", {"../outside"}},
+      {"security.allowedPaths", {"~"}},
+      {"security.allowedPaths", {"/**"}},
+      {"security.auditIgnorePatterns", {"**"}},
+      {"security.audit.durability", "none"},
+      {"security.audit.keep", 1},
+      {"security.audit.maxBytes", 4096},
+      {"security.requireOsSandbox", false},
+      {"extensionDirs", {".dhara/evil-extensions"}},
+      {"extensionDirs", {"/tmp"}},
+      {"extensions.callTimeoutMs", 86400000},
+      {"extensions.maxRestarts", 1000},
+      {"extensions.restartWindowMs", 1},
+      {"extensions.maxLineBytes", 1073741824},
+      {"extensions.killGraceMs", 600000},
+  };
+  for (const row& r : rows) {
+    INFO("project sets " << r.key << " = " << r.value.dump());
+    settings_case c;
+    auto base = c.merge(json::object());
+    auto merged = c.merge(at(r.key, r.value));
+    const policy::setting_key* key = policy::find_setting_key(r.key);
+    REQUIRE(key);
+    CHECK(policy::effective_value(merged.effective, *key) == policy::effective_value(base.effective, *key));
+    bool says_how = false;
+    for (const std::string& w : merged.warnings) {
+      INFO("warning: " << w);
+      says_how = says_how || w.find("trustedProjects") != std::string::npos ||
+                 (r.key == "security.requireOsSandbox" && w.find(c.global_path) != std::string::npos);
+    }
+    CHECK(says_how);
+  }
+  // trustedProjects is never taken from a project file, so it cannot trust itself.
+  settings_case c;
+  auto merged = c.merge(json{{"security", {{"trustedProjects", {c.project}}, {"level", "yolo"}}}});
+  CHECK(merged.effective.trusted_projects.empty());
+  CHECK_FALSE(merged.effective.project_trusted);
+  CHECK(merged.effective.level == policy::security_level::standard);
+  // Denials from the global file cannot be dropped by an empty project list.
+  auto denied = c.merge(json{{"security", {{"deniedPaths", json::array()}}}});
+  CHECK(std::find(denied.effective.denied_paths.begin(), denied.effective.denied_paths.end(), c.t / "proj/secrets") !=
+        denied.effective.denied_paths.end());
+}
+
+TEST_CASE("hostile project config: allowedPaths through a symlink inside the project cannot reach outside", "[io][hostile][settings]") {
+  settings_case c;
+  fs::create_directory_symlink(c.t / "outside", c.t / "proj/docs");  // the repository ships docs -> ..
+  fs::create_directory_symlink("/", c.t / "proj/rootfs");
+  io::real_path_resolver resolver;
+  dhara::testing::policy_fixture fixture;
+  auto check = [&](const policy::settings& s, const std::string& p) {
+    policy::snapshot_input in;
+    in.config = &s;
+    in.home = c.t / "home";
+    in.dhara_home = c.t / "home/.dhara";
+    in.project_root = c.project;
+    in.cwd = c.project;
+    in.extensions.push_back({&fixture.manifests[1], c.t / "home/.dhara/extensions/fs-tools", &fixture.perms[1]});
+    auto snap = policy::compile_snapshot(in, resolver);
+    REQUIRE(snap);
+    return policy::decide(*snap, {"fs-tools", capability::filesystem_read, subject_kind::path, p, {}},
+                          {&resolver, nullptr});
+  };
+  for (const char* entry : {"docs", "rootfs", "src/../docs"}) {
+    INFO("project allowedPaths [" << entry << "]");
+    auto merged = c.merge(json{{"security", {{"allowedPaths", {entry}}}}});
+    policy::decision outside = check(merged.effective, c.t / "outside/file");
+    INFO("reason: " << outside.reason);
+    CHECK(outside.verdict == verdict_kind::deny);
+    CHECK(check(merged.effective, "/etc/hostname").verdict == verdict_kind::deny);
+    CHECK(check(merged.effective, c.t / "home/.bashrc").verdict == verdict_kind::deny);
+  }
+  // A narrowing that stays inside still works, and a trusted project may point outside.
+  auto inside = c.merge(json{{"security", {{"allowedPaths", {"src"}}}}});
+  CHECK(check(inside.effective, "src/x").allowed());
+  CHECK(check(inside.effective, "README.md").verdict == verdict_kind::deny);
+  auto trusted = c.merge(json{{"security", {{"allowedPaths", {"docs"}}}}}, /*trusted=*/true);
+  CHECK(trusted.effective.project_trusted);
+  CHECK(check(trusted.effective, c.t / "outside/file").allowed());
+}
