@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,6 +24,23 @@ using json = nlohmann::json;
 using rpc_atom = caf::atom_constant<caf::atom("rpc")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using pflush_atom = caf::atom_constant<caf::atom("pflush")>;
+
+// Progress is advisory, and an extension can send it far faster than a client reads: each call
+// may send a burst of notifications at once, then about `progress_rate` a second. What comes
+// faster is coalesced, keeping only the latest update, which goes out at the next tick or just
+// before the result. Without this a flood queued in the server's mailbox and left at the pace
+// of the client's pipe: a million notes took dhara to 272 MiB (tests/cli/faults_extensions_test.py).
+constexpr double progress_burst = 256;
+constexpr double progress_rate = 100;  // per second, per call
+constexpr auto progress_tick = std::chrono::milliseconds(50);
+
+struct progress_gate {
+  double tokens = progress_burst;
+  std::chrono::steady_clock::time_point refilled = std::chrono::steady_clock::now();
+  std::optional<json> held;  // the latest update not sent yet
+  bool tick_scheduled = false;
+};
 
 struct inflight_call {
   json rpc_id;
@@ -42,6 +61,7 @@ struct server_state {
   std::map<std::string, inflight_call> calls;         // toolCallId → who asked
   std::map<std::string, open_question> questions;     // approval/request id → the asker
   std::set<std::string> always_tools;                 // "ext/tool" the client approved for the session
+  std::map<std::string, progress_gate> progress;      // toolCallId → its progress rate limit
   std::uint64_t next_call = 0;
   std::uint64_t next_question = 0;
   bool quitting = false;
@@ -58,6 +78,50 @@ void reply(server_ptr self, const json& id, const json& result) {
 
 void reply_error(server_ptr self, const json& id, int code, const std::string& message, const json& data = nullptr) {
   self->state.out->write_line(io::encode_error(id, code, message, data));
+}
+
+}  // namespace
+
+// tools_list over the given extension states (tools_list below, with the states as they are now).
+json tools_list(const extension_host& host, const std::vector<actors::extension_info>& infos,
+                const policy::policy_snapshot& snap);
+
+namespace {
+
+void send_progress(server_ptr self, const std::string& id, const json& update) {
+  self->state.out->write_line(io::encode_notification("tools/progress", {{"toolCallId", id}, {"update", update}}));
+}
+
+// One progress notification from an extension: sent, or held back as the latest (see
+// progress_gate).
+void on_progress(server_ptr self, const std::string& id, json update) {
+  if (!self->state.calls.count(id)) return send_progress(self, id, update);  // in flight when its call ended
+  auto& gate = self->state.progress[id];
+  auto now = std::chrono::steady_clock::now();
+  gate.tokens = std::min(progress_burst, gate.tokens + progress_rate * std::chrono::duration<double>(now - gate.refilled).count());
+  gate.refilled = now;
+  if (gate.tokens >= 1) {
+    gate.tokens -= 1;
+    gate.held.reset();  // this one is newer
+    return send_progress(self, id, update);
+  }
+  gate.held = std::move(update);
+  if (!gate.tick_scheduled) {
+    gate.tick_scheduled = true;
+    self->delayed_send(self, progress_tick, pflush_atom::value, id);
+  }
+}
+
+// The held update of a call goes out (at a tick, or before the call's result).
+void flush_progress(server_ptr self, const std::string& id, bool call_done) {
+  auto it = self->state.progress.find(id);
+  if (it == self->state.progress.end()) return;
+  if (!call_done) it->second.tick_scheduled = false;
+  if (it->second.held) {
+    send_progress(self, id, *it->second.held);
+    it->second.held.reset();
+  }
+  if (call_done) self->state.progress.erase(it);
 }
 
 // Cancels every call in flight and answers every open question with quit.
@@ -126,6 +190,7 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
   run_tool_call(self, *st.host, std::move(spec), st.cfg.mode, caf::actor_cast<actors::hitl_actor>(self),
                 [self, id, rpc_id](call_outcome o) {
                   self->state.calls.erase(id);
+                  flush_progress(self, id, true);
                   if (o.result.ok) reply(self, rpc_id, o.result.result);
                   else reply_error(self, rpc_id, o.result.code, o.result.message, o.result.data);
                   if (o.quit) quit(self);
@@ -201,6 +266,36 @@ void answer_question(server_ptr self, const json& id, const json* result, const 
                                           : "the client's answer is not {\"decision\": \"allow\"|\"deny\"|\"always\"|\"quit\"}"});
 }
 
+// tools/list with each extension's state as it is now: one that crashed in a loop since the
+// session started is failed, with the reason. A supervisor that is restarting answers only
+// once it is ready again, so it gets a moment and is otherwise listed as it was.
+void list_tools(server_ptr self, const json& id, policy::snapshot_ptr snap) {
+  const extension_host& host = *self->state.host;
+  auto infos = std::make_shared<std::vector<actors::extension_info>>(host.extensions());
+  auto left = std::make_shared<std::size_t>(infos->size() + 1);
+  auto one_done = [self, id, snap, infos, left] {
+    if (--*left == 0) reply(self, id, tools_list(*self->state.host, *infos, *snap));
+  };
+  for (std::size_t i = 0; i < infos->size(); ++i) {
+    auto sup = host.supervisor((*infos)[i].name);
+    if (!sup || (*infos)[i].state != actors::extension_state::ready) {
+      one_done();
+      continue;
+    }
+    self->request(sup, std::chrono::milliseconds(250), actors::status_atom::value)
+        .then(
+            [infos, i, one_done](actors::extension_info& now) {
+              if (now.state == actors::extension_state::failed) {
+                (*infos)[i].state = now.state;
+                (*infos)[i].reason = now.reason;
+              }
+              one_done();
+            },
+            [one_done](caf::error&) { one_done(); });
+  }
+  one_done();
+}
+
 void handle(server_ptr self, io::rpc_message& message) {
   auto& st = self->state;
   if (auto* req = std::get_if<io::rpc_request>(&message)) {
@@ -212,7 +307,7 @@ void handle(server_ptr self, io::rpc_message& message) {
     }
     if (req->method == "tools/list") {
       self->request(st.host->permissions_store(), caf::infinite, actors::snapshot_atom::value)
-          .then([self, id = req->id](policy::snapshot_ptr& snap) { reply(self, id, tools_list(*self->state.host, *snap)); },
+          .then([self, id = req->id](policy::snapshot_ptr& snap) { list_tools(self, id, std::move(snap)); },
                 [self, id = req->id](caf::error& e) {
                   reply_error(self, id, -32603, "the permissions store is gone: " + self->system().render(e));
                 });
@@ -277,9 +372,8 @@ caf::behavior server(server_ptr self, const extension_host* host, serve_output* 
         st.questions[id] = {rp, std::move(q)};
         return rp;
       },
-      [self](actors::progress_atom, std::string& id, json& update) {
-        self->state.out->write_line(io::encode_notification("tools/progress", {{"toolCallId", id}, {"update", update}}));
-      },
+      [self](actors::progress_atom, std::string& id, json& update) { on_progress(self, id, std::move(update)); },
+      [self](pflush_atom, const std::string& id) { flush_progress(self, id, false); },
       [self](stop_atom) { cancel_everything(self); },
       [self](drain_atom) { drain(self, true); },
   };
@@ -303,8 +397,13 @@ json initialize_result() {
 }
 
 json tools_list(const extension_host& host, const policy::policy_snapshot& snap) {
+  return tools_list(host, host.extensions(), snap);
+}
+
+json tools_list(const extension_host& host, const std::vector<actors::extension_info>& infos,
+                const policy::policy_snapshot& snap) {
   json tools = json::array();
-  for (const actors::extension_info& info : host.extensions()) {
+  for (const actors::extension_info& info : infos) {
     auto ext = snap.extensions.find(info.name);
     for (const json& t : info.tools) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;

@@ -23,7 +23,7 @@ class Skip(Exception):
 class Ext:
     """One running extension: stdout lines arrive on a queue; stderr goes to a temp file."""
 
-    def __init__(self, name, env_extra=None):
+    def __init__(self, name, env_extra=None, args=()):
         folder = os.path.join(HERE, name)
         with open(os.path.join(folder, "manifest.json")) as f:
             self.manifest = json.load(f)
@@ -34,6 +34,7 @@ class Ext:
             argv[0] = built
         elif argv[0].startswith("./") and not os.path.exists(os.path.join(folder, argv[0])):
             raise Skip(f"{argv[0]} is not built (run {name}/build.sh)")
+        argv += list(args)
         self.stderr = tempfile.TemporaryFile()
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TERM", "TMPDIR")}
         env.update({"DHARA_EXTENSION": self.manifest["name"], **(env_extra or {})})
@@ -217,6 +218,14 @@ def native_echo(x):
     x.shutdown()
 
 
+def native_checked(x):
+    # --manifest-capabilities: the tool has no capabilities key (it requires the manifest's).
+    res = x.initialize(["echo"])
+    assert "capabilities" not in res["tools"][0], res["tools"][0]
+    assert text_of(x.execute("echo", {"text": "checked"})) == "checked", "echo text"
+    x.shutdown()
+
+
 # --- the hostile ones --------------------------------------------------------------------------
 
 def crash_ok(x):
@@ -354,10 +363,34 @@ def host_client(x):
     x.shutdown()
 
 
+def crash_start(x):
+    # Exits before reading anything: no initialize answer, just the exit and its stderr line.
+    x.expect_exit(1)
+    assert "before the handshake" in x.stderr_tail(), "stderr tail"
+
+
+def close_stdout(x):
+    x.initialize(["close", "ok"])
+    assert text_of(x.execute("ok")) == "ok"
+    x.send("tools/execute", x.exec_params("close"))
+    try:
+        line = x.lines.get(timeout=2.0)
+    except queue.Empty:
+        raise AssertionError("stdout still open after close") from None
+    assert line is None, f"close replied: {line!r}"
+    x.send("tools/execute", x.exec_params("ok"))  # still reads stdin: the write does not fail
+    x.proc.stdin.close()
+    time.sleep(0.3)
+    assert x.proc.poll() is None, f"exited (code {x.proc.returncode}) after closing stdout"
+    x.proc.send_signal(signal.SIGTERM)
+    x.expect_exit(-signal.SIGTERM)
+
+
 TESTS = [
     ("echo-py", "full protocol", full_echo("echo-py")),
     ("echo-node", "full protocol", full_echo("echo-node")),
     ("echo-native", "echo, batched and split lines", native_echo),
+    ("echo-native", "--manifest-capabilities", native_checked),
     ("crash", "ok then shutdown", crash_ok),
     ("crash", "crash exits 3 without replying", crash_crash),
     ("hang-term", "hang, SIGTERM kills", hang(True)),
@@ -369,6 +402,8 @@ TESTS = [
     ("stderr-flood", "20 MiB stderr then result", stderr_flood),
     ("unknown-id", "wrong id, right id, duplicate", unknown_id),
     ("fork-child", "exits 5, a grandchild keeps stdout open", fork_child),
+    ("crash-start", "exits 1 before the handshake", crash_start),
+    ("close-stdout", "closes stdout, keeps running", close_stdout),
     ("fs-tool", "declares filesystem:read, reads a file", fs_tool),
     ("host-client", "relays one host request", host_client),
 ]
@@ -389,7 +424,7 @@ def main():
         x = None
         t0 = time.monotonic()
         try:
-            x = Ext(name, {"DHARA_SMOKE": "visible"})
+            x = Ext(name, {"DHARA_SMOKE": "visible"}, ("--manifest-capabilities",) if fn is native_checked else ())
             fn(x)
             extra = f", initialize {x.init_ms:.0f} ms" if hasattr(x, "init_ms") else ""
             print(f"ok   {label} ({(time.monotonic() - t0) * 1000:.0f} ms{extra})")

@@ -63,6 +63,12 @@ constexpr std::string_view kTools =
     R"([{"name":"echo","description":"Return input.text as text content",)"
     R"("parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},)"
     R"("capabilities":[]}])";
+// With --manifest-capabilities the tool has no `capabilities` key, so it requires every
+// capability its manifest declares: each call is then a checked, audited call (fault tests).
+constexpr std::string_view kToolsChecked =
+    R"([{"name":"echo","description":"Return input.text as text content",)"
+    R"("parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}])";
+bool g_checked = false;
 
 void head(std::string& out, std::string_view id) {
     out += R"({"jsonrpc":"2.0","id":)";
@@ -92,7 +98,7 @@ bool handle(std::string_view line, std::string& out) {
         out += R"(,"error":{"code":-32601,"message":"unknown tool"}})" "\n";
     } else if (r.method == "initialize") {
         out += R"(,"result":{"protocolVersion":"0.1.0","name":"echo-native","version":"1.0.0","tools":)";
-        out += kTools;
+        out += g_checked ? kToolsChecked : kTools;
         out += "}}\n";
     } else if (r.method == "shutdown") {
         out += R"(,"result":{"status":"ok"}})" "\n";
@@ -105,7 +111,8 @@ bool handle(std::string_view line, std::string& out) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    g_checked = argc > 1 && std::string_view(argv[1]) == "--manifest-capabilities";
     std::string buf(1 << 20, '\0');
     std::string out;
     size_t have = 0;  // bytes in buf; buf[0..have) holds at most one partial line between reads
