@@ -5,6 +5,8 @@
 //  - start time of 50 node and 100 native extensions (all in parallel);
 //  - dhara's peak RSS with 100 extensions (the dhara binary, measured by the kernel).
 // Usage: dhara_bench_runtime [round_trips]
+// A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
+// round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>

@@ -547,7 +547,7 @@ int run_bench(const global_options& g, const bench_options& o) {
                                         : fs::is_regular_file(echo_src / "manifest.json", ec);
   if (!present)
     return usage_error("--runtime " + o.runtime + " needs the bench echo extension at " + echo_src.string() +
-                       (o.runtime == "native" ? ", which this installation lacks." : "; this build ships only the native one."));
+                       ", which this installation lacks (the build places it there).");
 
   ::signal(SIGPIPE, SIG_IGN);  // a dead echo in the raw baseline is an error, not a crash
   bench_home h;

@@ -4,7 +4,8 @@ check, the hash chain holds), reports every figure, and leaves the user's home a
 is asserted: CI machines are noisy.
 
 Usage: bench_test.py DHARA_BINARY SOURCE_ROOT   (env DHARA_BUILD: the build dir; the bench echo
-extension is looked up next to the binary, in extensions/echo-native)
+extensions are looked up next to the binary, in extensions/echo-native, echo-py and echo-node,
+which the build places there)
 Prints `N passed, M failed` last; exits 1 on any failure.
 """
 import atexit
@@ -72,6 +73,27 @@ def test_bench_table_says_the_audit_verified():
                  "peak RSS", "CPU"):
         assert word in out, f"{word!r} missing from:\n{out}"
     assert "audit: verified: 500 entries for 500 checks" in out, out
+
+
+def test_bench_python_runtime_completes_and_verifies_its_audit():
+    code, out, err = bench("--runtime", "python", "--extensions", "2", "--calls", "300", "--inflight", "4", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    r = check_report(out, 300)
+    assert r["runtime"] == "python" and r["extensions"] == 2, r
+
+
+def test_bench_node_runtime_completes_and_verifies_its_audit():
+    code, out, err = bench("--runtime", "node", "--extensions", "2", "--calls", "500", "--inflight", "16", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    r = check_report(out, 500)
+    assert r["runtime"] == "node" and r["extensions"] == 2, r
+
+
+def test_bench_node_table_names_the_runtime():
+    code, out, err = bench("--runtime", "node", "--calls", "100", "--extensions", "1")
+    assert code == 0, f"exit {code}: {err}{out}"
+    assert "1 node echo extension," in out, out
+    assert "audit: verified: 100 entries for 100 checks" in out, out
 
 
 def test_bench_leaves_the_users_home_alone():
