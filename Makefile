@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all setup build run test bench asan clean
+.PHONY: all setup build run test bench asan fuzz tsan ci-extra clean
 
 all: build
 
@@ -22,15 +22,45 @@ test: build
 
 bench: build
 	@$(BUILD)/bench/dhara_bench_decide
-	@$(BUILD)/bench/dhara_bench_runtime
+	@$(BUILD)/bench/dhara_bench_jsonrpc
+	@$(BUILD)/bench/dhara_bench_audit_line
 	@$(BUILD)/bench/dhara_bench_checker
 	@$(BUILD)/bench/dhara_bench_audit
+	@$(BUILD)/bench/dhara_bench_runtime
+	@$(BUILD)/dhara bench
+	@$(BUILD)/dhara bench --runtime node --extensions 1 --inflight 16 --calls 20000
 
-# Every test again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Sanitizer builds use CMakePresets.json (docs/sanitizers.md). A report in a test process fails
+# its test; a report in a process the tests spawn (dhara, extensions) lands in
+# <build>/sanitizer-reports and fails the target.
+FUZZ_SECONDS ?= 20
+san_reports = d=$(1)/sanitizer-reports; if [ -n "$$(ls -A $$d 2>/dev/null)" ]; then \
+  cat $$d/*; echo "$(2): sanitizer reports above (in $$d)" >&2; rc=1; fi
+
+# Every test again under AddressSanitizer + UndefinedBehaviorSanitizer (preset asan-ubsan).
 asan: setup
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDHARA_SANITIZE=ON >/dev/null
-	@cmake --build build-asan -j$(JOBS)
-	@cd build-asan && ctest --output-on-failure -j$(JOBS) -LE fuzz
+	@cmake --preset asan-ubsan >/dev/null
+	@cmake --build --preset asan-ubsan -j$(JOBS)
+	@rm -f build-asan/sanitizer-reports/*
+	@rc=0; ctest --preset asan-ubsan -j$(JOBS) || rc=$$?; $(call san_reports,build-asan,asan); exit $$rc
+
+# Every libFuzzer target for FUZZ_SECONDS (20 s) under ASan + UBSan: CI's fuzz run. `make test`
+# runs them for DHARA_FUZZ_SECONDS (5 s) in build/.
+fuzz: setup
+	@cmake --preset asan-ubsan -DDHARA_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
+	@cmake --build --preset fuzz -j$(JOBS)
+	@ctest --preset fuzz -j$(JOBS)
+
+# ThreadSanitizer over dhara's own concurrent code: the runtime tests and the CLI tests that
+# run a concurrent session (preset tsan; CAF-only suppressions in tests/tsan.supp).
+tsan: setup
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j$(JOBS)
+	@rm -f build-tsan/sanitizer-reports/*
+	@rc=0; ctest --preset tsan -j$(JOBS) || rc=$$?; $(call san_reports,build-tsan,tsan); exit $$rc
+
+# The heavier variants CI runs after `make test` (.ci/run).
+ci-extra: asan fuzz tsan
 
 clean:
-	@rm -rf $(BUILD) build-asan
+	@rm -rf $(BUILD) build-asan build-tsan

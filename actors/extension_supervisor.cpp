@@ -226,7 +226,7 @@ void on_ready(self_ptr self, const json& result) {
 }
 
 // A response or error response to one of dhara's requests.
-void on_answer(self_ptr self, const nlohmann::json& raw_id, const call_result& outcome) {
+void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcome) {
   auto& st = self->state;
   if (!raw_id.is_number_integer()) return;  // not an id dhara issued: ignore
   std::int64_t id = raw_id.get<std::int64_t>();
@@ -241,7 +241,7 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, const call_result& o
   st.cancelled.erase(id);  // a late answer to a cancelled call stops its kill chain
   auto it = st.calls.find(id);
   if (it == st.calls.end()) return;  // unknown or duplicate id: nothing waits for it
-  it->second.rp.deliver(outcome);
+  it->second.rp.deliver(std::move(outcome));  // the result moves on: no copy of its document
   forget_call(self, it);
 }
 
@@ -258,9 +258,9 @@ void on_progress(self_ptr self, const json& params) {
   }
 }
 
-void on_message(self_ptr self, const io::rpc_message& m) {
+void on_message(self_ptr self, io::rpc_message& m) {
   if (auto* r = std::get_if<io::rpc_response>(&m)) {
-    on_answer(self, r->id, call_result{true, r->result, 0, {}, nullptr});
+    on_answer(self, r->id, call_result{true, std::move(r->result), 0, {}, nullptr});
   } else if (auto* e = std::get_if<io::rpc_error_response>(&m)) {
     on_answer(self, e->id, call_error(e->code, e->message, e->data));
   } else if (auto* n = std::get_if<io::rpc_notification>(&m)) {

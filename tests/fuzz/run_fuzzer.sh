@@ -8,5 +8,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus"
 cd "$work"   # crash-* files land here and are printed by libFuzzer itself
+# The targets are built with ASan + UBSan (build/CMakeLists.txt): any report stops the run with
+# a stack, so it fails the test.
+export ASAN_OPTIONS="halt_on_error=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
   "$work/corpus" "$seeds"
