@@ -23,6 +23,7 @@
 
 #include "audit_entries.hpp"
 #include "io/audit_log.hpp"
+#include "bench/ratio_reporter.hpp"
 
 namespace fs = std::filesystem;
 using dhara::io::audit_log;
@@ -157,23 +158,14 @@ BENCHMARK(BM_Baseline_RawWrite)
     ->Unit(benchmark::kMillisecond);
 
 // Keeps the median items/s of each benchmark and prints the ratios against raw write.
-class ratio_reporter : public benchmark::ConsoleReporter {
+class report : public dhara::bench::ratio_reporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred || r.run_type != Run::RT_Aggregate || r.aggregate_name != "median") continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.run_name.str()] = it->second.value;
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    auto rate = [&](const std::string& prefix) {
-      auto it = rate_.lower_bound(prefix);
-      return it == rate_.end() || it->first.compare(0, prefix.size(), prefix) != 0 ? 0.0 : it->second;
-    };
-    const double raw = rate("BM_Baseline_RawWrite/fdatasync_10ms:0"), raw_sync = rate("BM_Baseline_RawWrite/fdatasync_10ms:1");
+  report() : ratio_reporter(true) {}  // medians of the 3 repetitions
+
+ protected:
+  void summary() override {
+    const double raw = rate_prefix("BM_Baseline_RawWrite/fdatasync_10ms:0"),
+                 raw_sync = rate_prefix("BM_Baseline_RawWrite/fdatasync_10ms:1");
     std::printf("\n== audit file lines/s, medians of 3 (%zu bytes a line; ratios measured in this run) ==\n",
                 lines().bytes / batch_size);
     auto row = [](const char* name, double v, double base, double target) {
@@ -183,14 +175,11 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       std::printf("\n");
     };
     row("raw write(2), 64 KiB buffers", raw, 0, 0);
-    row("dhara append, durability write", rate("BM_AuditLog_Append/durability:1/batch:1024"), raw, 2e6);
+    row("dhara append, durability write", rate_prefix("BM_AuditLog_Append/durability:1/batch:1024"), raw, 2e6);
     row("raw write + fdatasync every 10 ms", raw_sync, 0, 0);
-    row("dhara append, durability fsync", rate("BM_AuditLog_Append/durability:2/batch:1024"), raw_sync, 1.5e6);
-    row("dhara append, fsync, batches of 8192", rate("BM_AuditLog_Append/durability:2/batch:8192"), raw_sync, 0);
+    row("dhara append, durability fsync", rate_prefix("BM_AuditLog_Append/durability:2/batch:1024"), raw_sync, 1.5e6);
+    row("dhara append, fsync, batches of 8192", rate_prefix("BM_AuditLog_Append/durability:2/batch:8192"), raw_sync, 0);
   }
-
- private:
-  std::map<std::string, double> rate_;
 };
 
 }  // namespace
@@ -219,7 +208,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("audit bench: files in %s\n", root.c_str());
-  ratio_reporter reporter;
+  report reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (own_root) fs::remove_all(root);

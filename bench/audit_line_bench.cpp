@@ -21,6 +21,7 @@
 
 #include "audit_entries.hpp"
 #include "io/audit_log.hpp"
+#include "bench/ratio_reporter.hpp"
 
 namespace fs = std::filesystem;
 using dhara::policy::audit_entry;
@@ -201,25 +202,12 @@ void BM_Baseline_HashCopyWrite_Tmpfs(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_HashCopyWrite_Tmpfs);
 
-class ratio_reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.benchmark_name()] = it->second.value;
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    auto ns = [&](const char* k) {
-      auto it = rate_.find(k);
-      return it == rate_.end() || it->second <= 0 ? 0.0 : 1e9 / it->second;
-    };
-    const double ser = ns("BM_AuditLine_Serialize"), copy = ns("BM_Baseline_MemcpyLines");
-    const double sha = ns("BM_Baseline_Sha256Chain"), app = ns("BM_AuditLog_Append_Tmpfs");
-    const double raw = ns("BM_Baseline_HashCopyWrite_Tmpfs");
+class report : public dhara::bench::ratio_reporter {
+ protected:
+  void summary() override {
+    const double ser = ns_per_item("BM_AuditLine_Serialize"), copy = ns_per_item("BM_Baseline_MemcpyLines");
+    const double sha = ns_per_item("BM_Baseline_Sha256Chain"), app = ns_per_item("BM_AuditLog_Append_Tmpfs");
+    const double raw = ns_per_item("BM_Baseline_HashCopyWrite_Tmpfs");
     std::printf("\n== audit line summary (per line, %zu bytes on average; ratios measured in this run) ==\n",
                 bytes().lines.size() / batch);
     if (ser > 0 && copy > 0) std::printf("serialize (no DOM)     %7.1f ns   memcpy of the same bytes %6.1f ns   %.1fx\n", ser, copy, ser / copy);
@@ -228,9 +216,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       std::printf("audit_log::append      %7.1f ns   raw chain + copy + write %6.1f ns   %.2fx   (%.2f M lines/s of CPU)\n",
                   app, raw, app / raw, 1e3 / app);
   }
-
- private:
-  std::map<std::string, double> rate_;
 };
 
 }  // namespace
@@ -243,7 +228,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "audit_line_bench: cannot create a scratch folder\n");
     return 1;
   }
-  ratio_reporter reporter;
+  report reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   std::error_code ec;

@@ -24,6 +24,7 @@
 #include "actors/checker.hpp"
 #include "support/extension_fixture.hpp"
 #include "support/policy_fixture.hpp"
+#include "bench/ratio_reporter.hpp"
 
 using namespace dhara;
 using clk = std::chrono::steady_clock;
@@ -163,26 +164,12 @@ void BM_Baseline_RawWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_RawWrite)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-class ratio_reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.benchmark_name()] = it->second.value;
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    // By name prefix: the suffixes (iterations:4, real_time) follow the registration.
-    auto rate = [&](const std::string& prefix) {
-      auto it = rate_.lower_bound(prefix);
-      return it == rate_.end() || it->first.compare(0, prefix.size(), prefix) != 0 ? 0.0 : it->second;
-    };
-    const double raw = rate("BM_Baseline_RawWrite/0/"), raw_sync = rate("BM_Baseline_RawWrite/1/");
-    const double w = rate("BM_Checker_AuditedChecks/1/");
-    const double f = rate("BM_Checker_AuditedChecks/2/");
+class report : public dhara::bench::ratio_reporter {
+ protected:
+  void summary() override {
+    const double raw = rate_prefix("BM_Baseline_RawWrite/0/"), raw_sync = rate_prefix("BM_Baseline_RawWrite/1/");
+    const double w = rate_prefix("BM_Checker_AuditedChecks/1/");
+    const double f = rate_prefix("BM_Checker_AuditedChecks/2/");
     std::printf("\n== checks through 2 checkers + the audit writer (%zu per iteration, %zu in flight per checker) ==\n",
                 checks_per_iteration, window);
     std::printf("raw batched write     %8.2f M lines/s   + fdatasync/10 ms %8.2f M lines/s\n", raw / 1e6, raw_sync / 1e6);
@@ -193,9 +180,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       std::printf("durability fsync      %8.2f M checks/s  (%.2f of raw + fdatasync)\n", f / 1e6,
                   raw_sync > 0 ? f / raw_sync : 0.0);
   }
-
- private:
-  std::map<std::string, double> rate_;
 };
 
 }  // namespace
@@ -210,7 +194,7 @@ int main(int argc, char** argv) {
   {
     caf::actor_system sys{cfg};
     the_system = &sys;
-    ratio_reporter reporter;
+    report reporter;
     benchmark::RunSpecifiedBenchmarks(&reporter);
     the_system = nullptr;
   }

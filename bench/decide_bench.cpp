@@ -18,6 +18,7 @@
 #include "io/path_resolver.hpp"
 #include "policy/snapshot.hpp"
 #include "support/policy_fixture.hpp"
+#include "bench/ratio_reporter.hpp"
 
 using namespace dhara::policy;
 
@@ -229,27 +230,14 @@ void BM_Baseline_LstatWalk(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_LstatWalk);
 
-// Collects items/s per run so the ratios can be printed after the normal table.
-class ratio_reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.benchmark_name()] = it->second.value;
-      cpu_ns_[r.benchmark_name()] = r.GetAdjustedCPUTime();  // per iteration, in ns (the default unit)
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    auto rate = [&](const std::string& k) { auto it = rate_.find(k); return it == rate_.end() ? 0.0 : it->second; };
+class report : public dhara::bench::ratio_reporter {
+ protected:
+  void summary() override {
     double one = rate("BM_Decide_LexicalPath_8Rules/real_time/threads:1");
     double two = rate("BM_Decide_LexicalPath_8Rules/real_time/threads:2");
     // One thread is compared in CPU time, as the baselines (not real time) are: on a loaded
     // machine the wall clock also counts the time other processes held the core.
-    auto cpu = [&](const std::string& k) { auto it = cpu_ns_.find(k); return it == cpu_ns_.end() ? 0.0 : it->second; };
-    double one_cpu_ns = cpu("BM_Decide_LexicalPath_8Rules/real_time/threads:1");
+    double one_cpu_ns = cpu_ns("BM_Decide_LexicalPath_8Rules/real_time/threads:1");
     double base = rate("BM_Baseline_HandWrittenCheck");
     double ours = rate("BM_Normalize_Dhara"), std_fs = rate("BM_Normalize_StdFilesystem");
     std::printf("\n== decide() summary (ratios measured in this run; one thread in CPU time) ==\n");
@@ -264,10 +252,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
     if (resolved > 0 && walk > 0) std::printf("  vs a bare lstat walk:             %.2fx its time (lstat walk %.2f us)\n", walk / resolved, 1e6 / walk);
     if (resolver > 0) std::printf("  of which real_path_resolver::resolve: %.2f us\n", 1e6 / resolver);
   }
-
- private:
-  std::map<std::string, double> rate_;
-  std::map<std::string, double> cpu_ns_;
 };
 
 }  // namespace
@@ -283,7 +267,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: the symlink tree's snapshot did not compile\n");
     return 1;
   }
-  ratio_reporter reporter;
+  report reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

@@ -20,6 +20,7 @@
 
 #include "io/jsonrpc.hpp"
 #include "io/line_framer.hpp"
+#include "bench/ratio_reporter.hpp"
 
 using json = nlohmann::json;
 
@@ -207,22 +208,10 @@ void BM_Baseline_MemcpyRequest(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_MemcpyRequest);
 
-class ratio_reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.benchmark_name()] = it->second.value;
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    auto ns = [&](const std::string& k) {
-      auto it = rate_.find(k);
-      return it == rate_.end() || it->second <= 0 ? 0.0 : 1e9 / it->second;
-    };
+class report : public dhara::bench::ratio_reporter {
+ protected:
+  void summary() override {
+    auto ns = [&](const std::string& k) { return ns_per_item(k); };
     std::printf("\n== JSON-RPC summary (ratios measured in this run; dhara time / baseline time) ==\n");
     const char* sizes[] = {"echo result (~100 B)", "file-read result (~2 KiB)"};
     for (int a = 0; a < 2; ++a) {
@@ -244,9 +233,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
                   "document %.1f ns (%.2fx); memcpy %.1f ns (%.1fx)\n",
                   enc, dump, enc / dump, copy, enc / copy);
   }
-
- private:
-  std::map<std::string, double> rate_;
 };
 
 }  // namespace
@@ -254,7 +240,7 @@ class ratio_reporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ratio_reporter reporter;
+  report reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;
