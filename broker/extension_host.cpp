@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <variant>
@@ -214,16 +216,24 @@ void extension_host::start() {
     started.push_back(m.name);
   }
 
-  // Every supervisor is starting its process now; collect the handshakes.
+  // Every supervisor is starting its process now; collect the handshakes. The session waits
+  // for one handshake's time (they run in parallel), not for every retry: an extension that
+  // hangs in initialize with the default 3 restarts held the session for 41 s.
   caf::scoped_actor self{sys_};
+  const auto handshake = std::chrono::milliseconds(actors::supervisor_config{}.handshake_ms);
+  const auto deadline = std::chrono::steady_clock::now() + handshake + std::chrono::seconds(1);
   for (const std::string& name : started) {
-    self->request(supervisors_.at(name), caf::infinite, actors::status_atom::value)
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    self->request(supervisors_.at(name), std::max(left, std::chrono::milliseconds(1)), actors::status_atom::value)
         .receive([&](actors::extension_info& info) { infos_.push_back(std::move(info)); },
                  [&](caf::error& err) {
                    actors::extension_info info;
                    info.name = name;
                    info.state = actors::extension_state::failed;
-                   info.reason = sys_.render(err);
+                   info.reason = err == caf::sec::request_timeout
+                                     ? "it was not ready within " + std::to_string(handshake.count() / 1000) +
+                                           " s (its initialize failed or hung); its tools are not available in this session"
+                                     : sys_.render(err);
                    infos_.push_back(std::move(info));
                  });
   }
