@@ -4,11 +4,13 @@
 // full disk that makes checks fail closed.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -177,17 +179,26 @@ TEST_CASE_METHOD(enforcement_fixture, "a revocation from another process is enfo
   caf::scoped_actor self{sys};
   std::uint64_t before = 0;
   self->request(host.permissions_store(), 5s, caf::get_atom::value).receive([&](std::uint64_t g) { before = g; }, [](caf::error&) {});
-  // The revocation, written by a forked process as `dhara config permissions revoke` would.
+  // The revocation, made by another process: the real `dhara config permissions revoke`. (A
+  // fork that ran dhara's code without exec could deadlock on a lock another thread of this
+  // process held at the fork; it did, once, under ASan. Between fork and exec only
+  // async-signal-safe calls.)
+  std::string home_var = "HOME=" + home.home().string(), dhara_var = "DHARA_HOME=" + home.dhara_home().string();
+  std::string path_var = std::string("PATH=") + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  char* env[] = {home_var.data(), dhara_var.data(), path_var.data(), nullptr};
   pid_t pid = ::fork();
   if (pid == 0) {
-    auto r = io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
-      auto x = policy::record(p, "fs-tool", "filesystem:read", policy::permission_state::denied, "1.0.0", "", "2026-11-30T00:00:01Z");
-      return x ? policy::result<bool>(true) : policy::result<bool>(x.err());
-    });
-    ::_exit(r ? 0 : 1);
+    int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    if (::chdir(home.project().c_str()) != 0) ::_exit(126);
+    ::execle(DHARA_BINARY, DHARA_BINARY, "config", "permissions", "revoke", "fs-tool", "filesystem:read",
+             static_cast<char*>(nullptr), env);
+    ::_exit(127);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   std::uint64_t after = before;
   for (auto deadline = std::chrono::steady_clock::now() + 2s; after == before && std::chrono::steady_clock::now() < deadline;) {
@@ -208,21 +219,28 @@ TEST_CASE_METHOD(enforcement_fixture, "a full disk makes checks fail closed", "[
   // audit append fails with EFBIG. Output goes through a pipe, which the limit does not cover.
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
+  // Made before the fork: between fork and exec only async-signal-safe calls (this process
+  // has other threads, whose locks a forked child could find held).
+  std::string home_var = "HOME=" + home.home().string(), dhara_var = "DHARA_HOME=" + home.dhara_home().string();
+  std::string path_var = std::string("PATH=") + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  char* env[] = {home_var.data(), dhara_var.data(), path_var.data(), nullptr};
+  const std::string project = home.project().string();
+  int calls = ::open((home.root / "calls.jsonl").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(calls >= 0);
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();  // no controlling terminal: headless whoever runs the tests
-    ::freopen((home.root / "calls.jsonl").c_str(), "r", stdin);
+    ::dup2(calls, 0);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
     ::close(fds[0]);
     rlimit lim{0, 0};
     ::setrlimit(RLIMIT_FSIZE, &lim);
-    ::setenv("HOME", home.home().c_str(), 1);
-    ::setenv("DHARA_HOME", home.dhara_home().c_str(), 1);
-    if (::chdir(home.project().c_str()) != 0) ::_exit(126);
-    ::execl(DHARA_BINARY, DHARA_BINARY, "run", "--calls", "-", static_cast<char*>(nullptr));
+    if (::chdir(project.c_str()) != 0) ::_exit(126);
+    ::execle(DHARA_BINARY, DHARA_BINARY, "run", "--calls", "-", static_cast<char*>(nullptr), env);
     ::_exit(127);
   }
+  ::close(calls);
   ::close(fds[1]);
   std::string output;
   char buf[4096];

@@ -1,9 +1,11 @@
 // The extension host and the batch runner with real processes, and `dhara run` end to end.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <thread>
 
@@ -33,21 +35,34 @@ run_result run_dhara(const testing::temp_home& h, std::vector<std::string> args,
   std::string in_path = (h.root / "stdin.txt").string(), out_path = (h.root / "stdout.txt").string(),
               err_path = (h.root / "stderr.txt").string();
   std::ofstream(in_path) << stdin_text;
+  // Everything the child needs is made before the fork: this process has other threads, so
+  // between fork and exec only async-signal-safe calls (no malloc, no stdio, no setenv).
+  std::vector<char*> argv{const_cast<char*>(DHARA_BINARY)};
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> vars{"HOME=" + h.home().string(), "DHARA_HOME=" + h.dhara_home().string()};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "HOME=", 5) != 0 && std::strncmp(*e, "DHARA_HOME=", 11) != 0) vars.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  const std::string project = h.project().string();
+  int in = ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+  int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();  // no controlling terminal: the session is headless whoever runs the tests
-    ::freopen(in_path.c_str(), "r", stdin);
-    ::freopen(out_path.c_str(), "w", stdout);
-    ::freopen(err_path.c_str(), "w", stderr);
-    ::setenv("HOME", h.home().c_str(), 1);
-    ::setenv("DHARA_HOME", h.dhara_home().c_str(), 1);
-    if (::chdir(h.project().c_str()) != 0) ::_exit(126);
-    std::vector<char*> argv{const_cast<char*>(DHARA_BINARY)};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(DHARA_BINARY, argv.data());
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (::chdir(project.c_str()) != 0) ::_exit(126);
+    ::execve(DHARA_BINARY, argv.data(), envp.data());
     ::_exit(127);
   }
+  ::close(in);
+  ::close(out);
+  ::close(err);
   int status = 0;
   ::waitpid(pid, &status, 0);
   run_result r;
