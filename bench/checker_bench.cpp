@@ -103,11 +103,11 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
       std::vector<handle> pending;
       for (auto& d : drivers) pending.push_back(self->request(d, caf::infinite, go_atom::value));
       for (auto& h : pending) h.receive([&](std::size_t n) { denied += n; }, [](caf::error&) {});
-      for (auto& d : drivers) self->send_exit(d, caf::exit_reason::user_shutdown);
+      for (auto& d : drivers) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
       checked += checks_per_iteration;
     }
-    for (auto& c : checkers) self->send_exit(c, caf::exit_reason::user_shutdown);
-    self->send_exit(writer, caf::exit_reason::user_shutdown);
+    for (auto& c : checkers) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
     self->wait_for(writer);
   }
   std::size_t lines = 0;

@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
       self->request(d, caf::infinite, go_atom::value)
           .receive([&](std::vector<double>& s, double t) { samples = std::move(s); secs = t; },
                    [&](caf::error& e) { std::fprintf(stderr, "bench: %s\n", sys.render(e).c_str()); });
-      self->send_exit(d, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
     };
     std::vector<double> samples;
     double secs = 0;

@@ -376,7 +376,9 @@ void extension_host::ask_for_pending_capabilities() {
     self->request(audit_, caf::infinite, actors::append_atom::value, std::move(entries))
         .receive([](actors::audit_ack&) {}, [](caf::error&) {});
   }
-  self->send_exit(approver, caf::exit_reason::user_shutdown);
+  // Anonymous: an exit from `self` makes the approver unlink from it, locking `self` while
+  // ~scoped_actor frees it on this thread (a race TSan reported in CI).
+  caf::anon_send_exit(approver, caf::exit_reason::user_shutdown);
   // The answers are in the next snapshot before the first call.
   if (changed) self->request(store_, caf::infinite, caf::put_atom::value).receive([](std::uint64_t) {}, [](caf::error&) {});
 }

@@ -104,7 +104,7 @@ TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer",
     broker::extension_host warm_host(sys, *warm_policy);
     warm_host.start();
   }
-  std::size_t fds_before = testing::open_fds();
+  const std::map<int, std::string> fds_before = testing::open_fds();
   {
     broker::extension_host host(sys, *loaded);
     auto started = std::chrono::steady_clock::now();
@@ -131,7 +131,7 @@ TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer",
     CHECK(host.loop().live_processes() == 0);
   }
   CHECK(testing::child_processes().empty());
-  CHECK(testing::open_fds() == fds_before);
+  CHECK(testing::new_fds(fds_before) == std::vector<std::string>{});  // no descriptor leaked
 }
 
 TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent batch", "[runtime][host]") {

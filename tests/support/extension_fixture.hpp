@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -112,11 +113,37 @@ inline std::vector<int> child_processes() {
   return pids;
 }
 
-/// Open file descriptors of this process.
-inline std::size_t open_fds() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
-  return n;
+/// Open file descriptors of this process, each with what it refers to.
+inline std::map<int, std::string> open_fds() {
+  std::map<int, std::string> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return fds;
+  while (dirent* e = ::readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == ::dirfd(d)) continue;  // not the listing's own descriptor
+    std::error_code ec;
+    fds[fd] = fs::read_symlink(fs::path("/proc/self/fd") / e->d_name, ec).string();
+  }
+  ::closedir(d);
+  return fds;
+}
+
+/// Descriptors open now that were not open in `before` ("fd -> target"), empty when none leaked.
+/// The sanitizer runtimes open files for a moment on their own threads, and a descriptor closes
+/// only once everything in flight that holds it is done, so a new one must still be there after
+/// a few looks to count.
+inline std::vector<std::string> new_fds(const std::map<int, std::string>& before) {
+  std::vector<std::string> fresh;
+  for (int look = 0; look < 20; ++look) {
+    fresh.clear();
+    for (const auto& [fd, target] : open_fds()) {
+      auto it = before.find(fd);
+      if (it == before.end() || it->second != target) fresh.push_back(std::to_string(fd) + " -> " + target);
+    }
+    if (fresh.empty()) break;
+    ::usleep(50'000);
+  }
+  return fresh;
 }
 
 }  // namespace dhara::testing
