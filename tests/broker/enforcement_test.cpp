@@ -200,12 +200,23 @@ TEST_CASE_METHOD(enforcement_fixture, "a revocation from another process is enfo
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
-  std::uint64_t after = before;
-  for (auto deadline = std::chrono::steady_clock::now() + 2s; after == before && std::chrono::steady_clock::now() < deadline;) {
+  // Wait until the store holds the revocation. (Not just a new generation: the revoking
+  // process writes a lock file and a temporary file first, and a reload may catch those and
+  // compile the old approvals before the rename lands.)
+  auto revoked = [](const policy::snapshot_ptr& s) {
+    if (!s) return false;
+    auto it = s->extensions.find("fs-tool");
+    return it != s->extensions.end() && !it->second.approved_by_user.contains(policy::capability::filesystem_read);
+  };
+  policy::snapshot_ptr now;
+  for (auto deadline = std::chrono::steady_clock::now() + 5s; !revoked(now) && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(20ms);
-    self->request(host.permissions_store(), 5s, caf::get_atom::value).receive([&](std::uint64_t g) { after = g; }, [](caf::error&) {});
+    self->request(host.permissions_store(), 5s, actors::snapshot_atom::value)
+        .receive([&](policy::snapshot_ptr& s) { now = std::move(s); }, [](caf::error&) {});
   }
-  CHECK(after > before);
+  REQUIRE(revoked(now));
+  CHECK(now->generation > before);
+  // The store sent that snapshot to every checker before it answered: the next check sees it.
   auto denied = run(host, R"({"tool": "read", "input": {"path": "src/a.txt"}})");
   CHECK(denied[0]["status"] == "denied");
   host.shutdown();

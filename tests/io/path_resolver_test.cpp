@@ -132,3 +132,49 @@ TEST_CASE("executable locator finds commands on PATH and resolves their links", 
   io::path_executable_locator relative_only("bin:.", "/");
   CHECK_FALSE(relative_only.locate("sh"));  // relative PATH entries are ignored
 }
+
+TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[io][resolver]") {
+  // Every shape of link the walk knows, resolved both ways: resolve() takes the kernel's
+  // answer where the whole path exists, resolve_by_walk() never does.
+  temp_tree t;
+  fs::create_directories(t / "real/deep/er");
+  fs::create_directories(t / "other/side");
+  touch(t / "real/deep/er/file.txt");
+  touch(t / "other/side/f");
+  fs::create_directory_symlink(t / "real", t / "abs");                 // absolute target
+  fs::create_directory_symlink("real/deep", t / "rel");                // relative target
+  fs::create_directory_symlink("../../other/side", t / "real/deep/up"); // climbs out
+  fs::create_directory_symlink(t / "abs", t / "chain");                // a link to a link
+  fs::create_symlink("er/file.txt", t / "real/deep/to-file");          // a link to a file
+  fs::create_directory_symlink(".//./deep/", t / "real/messy");        // a target with ./ and //
+  fs::create_directory_symlink("../../../../../../../..", t / "real/root-up");  // past the root
+  fs::create_symlink(t / "missing/file", t / "dangling");
+  fs::create_symlink("/proc/self/root", t / "magic");                  // through /proc
+  const std::vector<std::string> paths{
+      t / "real/deep/er/file.txt", t / "abs/deep/er/file.txt", t / "rel/er", t / "real/deep/up/f",
+      t / "chain/deep/to-file",    t / "real/messy/er",        t / "real/root-up/etc",
+      t / "abs/deep/up/../side/f", t / "rel/../deep/er/..",    t / "abs/deep/er/file.txt/..",
+      t / "dangling",              t / "abs/not-yet/file",     t / "magic/etc/hostname",
+      "/proc/self/root/etc",       "/",                        t / "real/deep/to-file",
+  };
+  io::real_path_resolver r;
+  for (const std::string& p : paths) {
+    INFO(p);
+    auto fast = r.resolve(p);
+    auto walked = io::real_path_resolver::resolve_by_walk(p);
+    REQUIRE(static_cast<bool>(fast) == static_cast<bool>(walked));
+    if (fast) CHECK(*fast == *walked);
+  }
+  // The kernel answers where the whole path exists through plain links, and only there.
+  if (!io::real_path_resolver::resolve_in_kernel("/")) {
+    WARN("this kernel has no openat2 (Linux 5.6 or later): only the walk resolves, the kernel's answers are not checked");
+    return;
+  }
+  CHECK(io::real_path_resolver::resolve_in_kernel(t / "chain/deep/to-file") == t / "real/deep/er/file.txt");
+  CHECK(io::real_path_resolver::resolve_in_kernel(t / "real/root-up/etc") == "/etc");
+  CHECK_FALSE(io::real_path_resolver::resolve_in_kernel(t / "dangling"));
+  CHECK_FALSE(io::real_path_resolver::resolve_in_kernel(t / "abs/not-yet/file"));
+  CHECK_FALSE(io::real_path_resolver::resolve_in_kernel(t / "magic/etc/hostname"));  // a magic link
+  CHECK(*r.resolve(t / "chain/deep/to-file") == t / "real/deep/er/file.txt");
+  CHECK(*r.resolve(t / "real/deep/up/f") == t / "other/side/f");
+}
