@@ -2,7 +2,6 @@
 #include "actors/audit_writer.hpp"
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -11,65 +10,6 @@
 #include "io/audit_log.hpp"
 
 namespace dhara::actors {
-
-struct audit_trail::state {
-  std::mutex mtx;
-  std::optional<io::audit_log> log;
-  std::string open_error;  // why the log is not open (then every append fails)
-  bool failing = false;    // reported once per failure streak
-};
-
-namespace {
-
-audit_ack audit_failure(const std::string& why) { return {0, "the audit log cannot be written: " + why}; }
-
-bool try_open(const audit_writer_config& cfg, std::optional<io::audit_log>& log, std::string& open_error) {
-  if (log) return true;
-  io::audit_log_options opts{cfg.durability, cfg.max_bytes, cfg.keep};
-  auto opened = io::audit_log::open(cfg.dhara_home, opts);
-  if (!opened) {
-    open_error = opened.err().message;
-    return false;
-  }
-  if (!opened->recovered().empty()) spdlog::warn("audit: {}", opened->recovered());
-  log.emplace(std::move(*opened));
-  open_error.clear();
-  return true;
-}
-
-}  // namespace
-
-audit_trail::audit_trail(audit_writer_config config) : config_(std::move(config)), state_(std::make_unique<state>()) {
-  if (!try_open(config_, state_->log, state_->open_error)) spdlog::error("audit: {}", state_->open_error);
-}
-
-audit_trail::~audit_trail() = default;
-
-audit_ack audit_trail::append(std::vector<policy::audit_entry>& entries) {
-  if (!config_.ignore_patterns.empty())
-    std::erase_if(entries, [&](const policy::audit_entry& e) { return policy::is_ignored(e, config_.ignore_patterns); });
-  std::lock_guard lock(state_->mtx);
-  state& st = *state_;
-  std::string why;
-  std::uint64_t last = 0;
-  if (!try_open(config_, st.log, st.open_error)) {
-    why = st.open_error;
-  } else if (!entries.empty()) {
-    auto written = st.log->append(entries);
-    if (written) last = *written;
-    else why = written.err().message;
-  }
-  if (!why.empty()) {
-    // Fail closed: every decision waiting on these entries is refused. Reported once per streak.
-    if (!st.failing) spdlog::error("the audit log cannot be written ({}); every check is denied until it can", why);
-    st.failing = true;
-    return audit_failure(why);
-  }
-  if (st.failing) spdlog::warn("the audit log is writable again; checks resume");
-  st.failing = false;
-  return {last, {}};
-}
-
 namespace {
 
 struct waiter {
@@ -77,15 +17,18 @@ struct waiter {
 };
 
 struct writer_state {
-  std::shared_ptr<audit_trail> trail;
+  audit_writer_config cfg;
+  std::optional<io::audit_log> log;
+  std::string open_error;                  // why the log is not open (then every append fails)
   std::vector<policy::audit_entry> pending;
   std::size_t pending_bytes = 0;
   std::vector<waiter> waiters;             // answered after the next flush
   bool flush_scheduled = false;
+  bool failing = false;                    // reported once per failure streak
   static inline const char* name = "audit_writer";
   // Entries released under durability none are still written when the writer ends.
   ~writer_state() {
-    if (trail && !pending.empty()) (void)trail->append(pending);
+    if (log && !pending.empty()) (void)log->append(pending);
   }
 };
 
@@ -97,6 +40,23 @@ std::size_t rough_size(const policy::audit_entry& e) {
   return n;
 }
 
+audit_ack audit_failure(const std::string& why) { return {0, "the audit log cannot be written: " + why}; }
+
+bool try_open(self_ptr self) {
+  auto& st = self->state;
+  if (st.log) return true;
+  io::audit_log_options opts{st.cfg.durability, st.cfg.max_bytes, st.cfg.keep};
+  auto opened = io::audit_log::open(st.cfg.dhara_home, opts);
+  if (!opened) {
+    st.open_error = opened.err().message;
+    return false;
+  }
+  if (!opened->recovered().empty()) spdlog::warn("audit: {}", opened->recovered());
+  st.log.emplace(std::move(*opened));
+  st.open_error.clear();
+  return true;
+}
+
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_scheduled = false;
@@ -106,29 +66,47 @@ void flush(self_ptr self) {
   st.pending_bytes = 0;
   std::vector<waiter> waiters;
   waiters.swap(st.waiters);
-  audit_ack ack = st.trail->append(batch);
-  for (auto& w : waiters) w.rp.deliver(ack);
+  std::string why;
+  std::uint64_t last = 0;
+  if (!try_open(self)) {
+    why = st.open_error;
+  } else if (!batch.empty()) {
+    auto written = st.log->append(batch);
+    if (written) last = *written;
+    else why = written.err().message;
+  }
+  if (!why.empty()) {
+    // Fail closed: every decision waiting on this batch is refused. Report once per streak.
+    if (!st.failing) spdlog::error("the audit log cannot be written ({}); every check is denied until it can", why);
+    st.failing = true;
+    for (auto& w : waiters) w.rp.deliver(audit_failure(why));
+    return;
+  }
+  if (st.failing) spdlog::warn("the audit log is writable again; checks resume");
+  st.failing = false;
+  for (auto& w : waiters) w.rp.deliver(audit_ack{last, {}});
 }
 
 }  // namespace
 
-audit_writer_actor spawn_audit_writer(caf::actor_system& sys, std::shared_ptr<audit_trail> trail) {
-  return sys.spawn([](self_ptr self, std::shared_ptr<audit_trail> t) -> audit_writer_actor::behavior_type {
-    self->state.trail = std::move(t);
+audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_config config) {
+  return sys.spawn([](self_ptr self, audit_writer_config cfg) -> audit_writer_actor::behavior_type {
+    self->state.cfg = std::move(cfg);
+    if (!try_open(self)) spdlog::error("audit: {}", self->state.open_error);
     return {
         [=](append_atom, std::vector<policy::audit_entry>& entries) -> caf::typed_response_promise<audit_ack> {
           auto& st = self->state;
-          const audit_writer_config& cfg = st.trail->config();
           auto rp = self->make_response_promise<audit_ack>();
-          if (st.pending_bytes > cfg.max_pending_bytes) {
-            rp.deliver(audit_failure("more than " + std::to_string(cfg.max_pending_bytes) + " bytes are waiting"));
+          if (st.pending_bytes > st.cfg.max_pending_bytes) {
+            rp.deliver(audit_failure("more than " + std::to_string(st.cfg.max_pending_bytes) + " bytes are waiting"));
             return rp;
           }
           for (auto& e : entries) {
+            if (policy::is_ignored(e, st.cfg.ignore_patterns)) continue;  // never a denial
             st.pending_bytes += rough_size(e);
             st.pending.push_back(std::move(e));
           }
-          if (cfg.durability == policy::audit_durability::none) {
+          if (st.cfg.durability == policy::audit_durability::none) {
             rp.deliver(audit_ack{});  // released now; written by the next tick
             if (!st.flush_scheduled) {
               st.flush_scheduled = true;
@@ -146,11 +124,7 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, std::shared_ptr<au
         },
         [=](flush_atom) { flush(self); },
     };
-  }, std::move(trail));
-}
-
-audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_config config) {
-  return spawn_audit_writer(sys, std::make_shared<audit_trail>(std::move(config)));
+  }, std::move(config));
 }
 
 }  // namespace dhara::actors

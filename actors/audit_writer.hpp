@@ -1,14 +1,10 @@
-// The audit trail and its writer. The trail (audit.jsonl, its numbering and hash chain) is
-// appended to under one lock. The writer actor batches entries (one write(2) per batch, one
-// fdatasync per batch in fsync mode) and answers each append only when its entries are as
-// durable as `security.audit.durability` asks; under `write` durability the checkers append
-// their own entries to the trail instead (no round trip to the writer). Either way a decision
-// is released only after its entries are written, and a write failure answers with an error:
-// checks fail closed.
+// The audit writer: the only writer of audit.jsonl. Entries from every checker are batched
+// (one write(2) per batch, one fdatasync per batch in fsync mode) and each append is answered
+// only when its entries are as durable as `security.audit.durability` asks — the checker
+// releases a decision only then. A write failure answers with an error: checks fail closed.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,35 +47,7 @@ struct audit_writer_config {
   std::size_t max_pending_bytes = 64u << 20;   ///< backlog budget: beyond it appends fail closed
 };
 
-/// $DHARA_HOME/audit.jsonl, opened (or created) with its chain continued, shared by the writer
-/// and the checkers. Thread-safe: every append takes the trail's lock, so lines from several
-/// threads get consecutive numbers and one chain. A trail that cannot be opened tries again at
-/// each append (auditing resumes when the disk or the folder is fixed).
-class audit_trail {
- public:
-  explicit audit_trail(audit_writer_config config);
-  ~audit_trail();
-  audit_trail(const audit_trail&) = delete;
-  audit_trail& operator=(const audit_trail&) = delete;
-
-  const audit_writer_config& config() const { return config_; }
-  /// Whether checkers append themselves: under `write` durability a line is as durable as it
-  /// will be once write(2) returned. Under `fsync` the writer batches the fdatasync (group
-  /// commit); under `none` it answers at once and writes a moment later.
-  bool direct() const { return config_.durability == policy::audit_durability::write; }
-  /// Drops the entries auditIgnorePatterns matches, then writes the rest in one write(2). The
-  /// error of the ack says why nothing was written (logged once per failure streak).
-  audit_ack append(std::vector<policy::audit_entry>& entries);
-
- private:
-  struct state;
-  const audit_writer_config config_;
-  std::unique_ptr<state> state_;
-};
-
-/// Spawns the writer of `trail`.
-audit_writer_actor spawn_audit_writer(caf::actor_system& sys, std::shared_ptr<audit_trail> trail);
-/// Spawns a writer with a trail of its own.
+/// Spawns the writer; it opens (or creates) $DHARA_HOME/audit.jsonl and continues its chain.
 audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_config config);
 
 }  // namespace dhara::actors

@@ -26,7 +26,6 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
 struct checker_state {
   policy::snapshot_ptr snapshot;
   audit_sink_actor audit;
-  std::shared_ptr<audit_trail> direct;       // appended to here when set (durability write)
   std::vector<policy::audit_entry> entries;  // decided, not yet sent to the writer
   std::vector<waiting_reply> replies;        // released once those entries are durable
   bool flush_scheduled = false;
@@ -157,7 +156,7 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
 }
 
 // The decision is released only once its entries are as durable as configured; the entries
-// of all checks in the mailbox are appended together.
+// of all checks in the mailbox go to the writer together.
 void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
   auto& s = self->state;
   std::string first = p->entries.empty() ? std::string() : p->entries.front().capability;
@@ -169,24 +168,14 @@ void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
   }
 }
 
-// Releases the decisions waiting on an append: as decided, or denied when it failed.
-void release(std::vector<waiting_reply>& replies, const audit_ack& ack) {
-  for (auto& w : replies) {
-    if (ack.error.empty()) w.rp.deliver(w.outcome);
-    else w.rp.deliver(audit_failed(w, ack.error));
-  }
-}
-
 }  // namespace
 
-checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit,
-                            std::shared_ptr<audit_trail> trail) {
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit) {
   return sys.spawn([](checker_actor::stateful_pointer<checker_state> self, policy::snapshot_ptr snap,
-                      audit_sink_actor sink, std::shared_ptr<audit_trail> t) -> checker_actor::behavior_type {
+                      audit_sink_actor sink) -> checker_actor::behavior_type {
     auto& st = self->state;
     st.snapshot = std::move(snap);
     st.audit = std::move(sink);
-    if (t && t->direct()) st.direct = std::move(t);
     const char* path_env = std::getenv("PATH");
     st.locator = std::make_unique<io::path_executable_locator>(path_env ? path_env : "/usr/bin:/bin",
                                                                st.snapshot ? st.snapshot->cwd : "/");
@@ -203,25 +192,27 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
         [=](flush_atom) {
           auto& s = self->state;
           s.flush_scheduled = false;
-          std::vector<policy::audit_entry> batch;
-          batch.swap(s.entries);
-          if (s.direct) {
-            // Written on this thread before any decision of the batch is released.
-            std::vector<waiting_reply> replies;
-            replies.swap(s.replies);
-            release(replies, s.direct->append(batch));
-            return;
-          }
           auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
           s.replies.clear();
+          std::vector<policy::audit_entry> batch;
+          batch.swap(s.entries);
           self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
-              .then([replies](audit_ack& ack) { release(*replies, ack); },
-                    [replies](caf::error&) { release(*replies, {0, "the audit writer is gone"}); });
+              .then(
+                  [replies](audit_ack& ack) {
+                    for (auto& w : *replies) {
+                      if (ack.error.empty()) w.rp.deliver(w.outcome);
+                      else w.rp.deliver(audit_failed(w, ack.error));
+                    }
+                  },
+                  [replies](caf::error&) {
+                    for (auto& w : *replies)
+                      w.rp.deliver(audit_failed(w, "the audit writer is gone"));
+                  });
         },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
         [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
     };
-  }, std::move(snapshot), std::move(audit), std::move(trail));
+  }, std::move(snapshot), std::move(audit));
 }
 
 }  // namespace dhara::actors

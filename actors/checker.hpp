@@ -1,8 +1,7 @@
 // The capability checker: decides every check of a tool call or host request with
-// policy::decide on the snapshot it holds itself, writes one audit entry per check (itself
-// under `write` durability, through the audit writer otherwise), and answers only once those
-// entries are durable. Any doubt — a failed audit write, a pending capability nobody can be
-// asked about, a lost answer — denies.
+// policy::decide on the snapshot it holds itself, writes one audit entry per check through
+// the audit writer, and answers only once those entries are durable. Any doubt — a failed
+// audit write, a pending capability nobody can be asked about, a lost answer — denies.
 #pragma once
 
 #include <string>
@@ -50,14 +49,12 @@ using checker_actor = caf::typed_actor<
     /// session → checker: ask this actor about a pending capability (verdict `ask`) instead of
     /// denying it; its answer is the user's decision (allow / deny; quit and lost deny).
     caf::reacts_to<approver_atom, hitl_actor>,
-    /// self: append the entries of every check decided since the last flush in one append
-    /// (queued behind the checks already in the mailbox, so they batch).
+    /// self: send the entries of every check decided since the last flush to the audit writer
+    /// in one append (queued behind the checks already in the mailbox, so they batch).
     caf::reacts_to<flush_atom>>;
 
-/// Spawns a checker holding `snapshot`. Its entries go to `trail` itself when the trail is
-/// direct (`write` durability), otherwise to `audit` (the writer's append interface).
-checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit,
-                            std::shared_ptr<audit_trail> trail = nullptr);
+/// Spawns a checker holding `snapshot`; entries go to `audit` (the append interface only).
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit);
 
 /// The audit entry for one decided check (timestamp now).
 policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,

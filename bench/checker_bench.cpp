@@ -79,13 +79,10 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::checker_ac
   }};
 }
 
-// range(0): 1 = durability write (the checkers append to the trail themselves, as a session
-// runs them), 2 = durability fsync (through the writer: group commit), 3 = durability write
-// through the writer's mailbox (how every append went before the checkers appended directly).
+// range(0): 1 = durability write, 2 = durability fsync.
 void BM_Checker_AuditedChecks(benchmark::State& state) {
   caf::actor_system& sys = *the_system;
   const auto durability = state.range(0) == 2 ? policy::audit_durability::fsync : policy::audit_durability::write;
-  const bool direct = state.range(0) != 3;
   std::size_t checked = 0, denied = 0;
   testing::temp_home home;
   {
@@ -94,11 +91,10 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
     wc.dhara_home = home.dhara_home().string();
     wc.durability = durability;
     wc.max_bytes = std::uint64_t{1} << 40;
-    auto trail = std::make_shared<actors::audit_trail>(wc);
-    auto writer = actors::spawn_audit_writer(sys, trail);
+    auto writer = actors::spawn_audit_writer(sys, wc);
     // One checker per core, as the session runs them.
-    std::vector<actors::checker_actor> checkers{actors::spawn_checker(sys, snap, writer, direct ? trail : nullptr),
-                                                actors::spawn_checker(sys, snap, writer, direct ? trail : nullptr)};
+    std::vector<actors::checker_actor> checkers{actors::spawn_checker(sys, snap, writer),
+                                                actors::spawn_checker(sys, snap, writer)};
     caf::scoped_actor self{sys};
     for (auto _ : state) {
       std::vector<caf::actor> drivers;
@@ -122,7 +118,7 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
   if (denied) state.SkipWithError("some checks were denied");
   else if (lines < checked) state.SkipWithError("fewer audit lines than checks");
 }
-BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Arg(3)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Raw baseline: lines of about an audit line's size written in 64 KiB batches; with
 // range(0) = 1, one fdatasync per 10 ms as group commit does. Each iteration writes as many
@@ -174,16 +170,12 @@ class report : public dhara::bench::ratio_reporter {
     const double raw = rate_prefix("BM_Baseline_RawWrite/0/"), raw_sync = rate_prefix("BM_Baseline_RawWrite/1/");
     const double w = rate_prefix("BM_Checker_AuditedChecks/1/");
     const double f = rate_prefix("BM_Checker_AuditedChecks/2/");
-    const double via_writer = rate_prefix("BM_Checker_AuditedChecks/3/");
     std::printf("\n== checks through 2 checkers + the audit writer (%zu per iteration, %zu in flight per checker) ==\n",
                 checks_per_iteration, window);
     std::printf("raw batched write     %8.2f M lines/s   + fdatasync/10 ms %8.2f M lines/s\n", raw / 1e6, raw_sync / 1e6);
     if (w > 0)
       std::printf("durability write      %8.2f M checks/s  (%.2f of raw write; target >= 1 M/s %s)\n", w / 1e6,
                   raw > 0 ? w / raw : 0.0, w >= 1e6 ? "ok" : "MISSED");
-    if (via_writer > 0)
-      std::printf("  through the writer  %8.2f M checks/s  (the checkers appending themselves: %.2fx that)\n",
-                  via_writer / 1e6, w / via_writer);
     if (f > 0)
       std::printf("durability fsync      %8.2f M checks/s  (%.2f of raw + fdatasync)\n", f / 1e6,
                   raw_sync > 0 ? f / raw_sync : 0.0);

@@ -133,14 +133,11 @@ void extension_host::start() {
   audit_cfg.max_bytes = cfg.audit_max_bytes;
   audit_cfg.keep = cfg.audit_keep;
   audit_cfg.ignore_patterns = cfg.audit_ignore_patterns;
-  auto trail = std::make_shared<actors::audit_trail>(std::move(audit_cfg));
-  audit_ = actors::spawn_audit_writer(sys_, trail);
+  audit_ = actors::spawn_audit_writer(sys_, std::move(audit_cfg));
   // One checker per core: the checks of different extensions run in parallel, and no
-  // snapshot pointer is shared between them on the check path. Under `write` durability they
-  // append to the trail themselves.
+  // snapshot pointer is shared between them on the check path.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < cores; ++i)
-    checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_, trail));
+  for (unsigned i = 0; i < cores; ++i) checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_));
   actors::permissions_store_config store_cfg;
   store_cfg.inputs = policy_.inputs;
   store_cfg.checkers = checkers_;
