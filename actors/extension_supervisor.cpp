@@ -69,6 +69,7 @@ struct supervisor_state {
   bool alive = false;             // the current process runs
   bool stopping = false;          // shutdown requested
   bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
+                                  // and, from the SIGTERM on, new calls wait for the next process
   std::int64_t next_id = 0;
   std::int64_t init_id = 0;
   std::int64_t started_at = 0;
@@ -293,6 +294,8 @@ void on_exit(self_ptr self, io::process_exit e) {
   if (st.stopping) {
     st.info.state = extension_state::stopped;
     fail_all(self, call_error(io::rpc_error::cancelled, "dhara is shutting down"));
+    for (auto& q : st.waiting) q.rp.deliver(call_error(io::rpc_error::cancelled, "dhara is shutting down"));
+    st.waiting.clear();
     for (auto& rp : st.shutdown_waiters) rp.deliver(true);
     st.shutdown_waiters.clear();
     answer_status(self);
@@ -302,8 +305,9 @@ void on_exit(self_ptr self, io::process_exit e) {
   json data = {{"exitCode", e.term_signal ? json(nullptr) : json(e.exit_status)},
                {"signal", signal_name(e.term_signal)},
                {"stderrTail", e.stderr_tail.size() > 2048 ? e.stderr_tail.substr(e.stderr_tail.size() - 2048) : e.stderr_tail}};
-  std::string what = e.violation.empty() ? "extension '" + st.cfg.name + "' crashed"
-                                         : "extension '" + st.cfg.name + "' broke the protocol: " + e.violation;
+  std::string what = !e.violation.empty() ? "extension '" + st.cfg.name + "' broke the protocol: " + e.violation
+                     : st.expected_exit  ? "extension '" + st.cfg.name + "' was stopped: a cancelled or timed-out call did not end"
+                                         : "extension '" + st.cfg.name + "' crashed";
   if (!e.violation.empty()) data["violation"] = e.violation;
   fail_all(self, call_error(io::rpc_error::crashed, what, data));
   bool counts = !st.expected_exit;
@@ -351,9 +355,10 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             rp.deliver(call_error(io::rpc_error::method_not_found,
                                     "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
                                     json{{"reason", s.info.reason}}));
-          } else if (s.info.state == extension_state::ready) {
+          } else if (s.info.state == extension_state::ready && !s.expected_exit) {
             send_call(self, std::move(call), rp);
           } else {
+            // Starting, or being stopped by the kill chain: sent once the next process is ready.
             s.waiting.push_back({std::move(call), rp});
           }
           return rp;

@@ -182,6 +182,23 @@ TEST_CASE_METHOD(runtime_fixture, "an extension that ignores SIGTERM is killed a
   CHECK(testing::processes_mentioning(folder).empty());
 }
 
+TEST_CASE_METHOD(runtime_fixture, "a call made while the kill chain stops the extension waits for the next process", "[runtime][supervisor]") {
+  auto cfg = config_for("hang-ignore-term");
+  cfg.call_timeout_ms = 200;
+  cfg.kill_grace_ms = 4000;  // SIGTERM (ignored) 300 ms after the timeout, SIGKILL 4 s later
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  CHECK(call(sup, "hang").code == io::rpc_error::cancelled);
+  // Well inside the SIGTERM..SIGKILL window: the doomed process no longer reads stdin, so a
+  // call written to it would die with it (-32003). It waits for the next process instead.
+  std::this_thread::sleep_for(1500ms);
+  auto r = call(sup, "ok", json::object(), "c2");
+  CHECK(r.ok);
+  CHECK(r.message.empty());
+  CHECK(status(sup).restarts == 1);
+  stop(sup);
+}
+
 TEST_CASE_METHOD(runtime_fixture, "cancel answers -32004 at once and a cooperative extension keeps running", "[runtime][supervisor]") {
   auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
   REQUIRE(status(sup).state == actors::extension_state::ready);
