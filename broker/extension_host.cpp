@@ -308,7 +308,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   if (!options_.prompt_at_load && snap.interactive)
     in.granted = in.granted | ext.declared.minus(ext.denied);
   policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
-  bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty();
+  bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
   if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
   for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
   sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);

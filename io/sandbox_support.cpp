@@ -333,7 +333,8 @@ std::string launch_blocker(const sandbox_support& s, bool needs_masks) {
   if (s.landlock_abi < 1) return "no Landlock (" + s.landlock_detail + ")";
   if (!s.seccomp) return "no seccomp filters (" + s.seccomp_detail + ")";
   if (needs_masks && !s.user_namespaces)
-    return "a denied path lies inside an allowed one and user namespaces, which hide it, are missing (" +
+    return "a denied path (or an extensions folder, kept read-only) lies inside an allowed one and user namespaces, "
+           "which the kernel needs for that, are missing (" +
            s.user_namespaces_detail + ")";
   return {};
 }

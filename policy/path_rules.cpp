@@ -298,6 +298,8 @@ std::vector<std::pair<std::string, std::string>> builtin_denials(const path_rule
   }
   if (!in.project_root.empty())
     out.push_back({in.project_root + "/.dhara/config.json*", "built-in: <project>/.dhara/config.json"});
+  for (const std::string& dir : in.extension_dirs)
+    if (!dir.empty()) out.push_back({dir, std::string(extension_dir_rule) + dir});
   return out;
 }
 

@@ -86,7 +86,16 @@ struct path_rules_input {
   /// from widening them.
   std::string confine_root = {};
   std::vector<std::string> confine_within = {};
+  /// extensionDirs: installed extensions' code and manifests, always denied to tool calls and
+  /// host requests (an extension allowed to write `~` must not rewrite another extension, or
+  /// its own manifest). The OS sandbox makes them read-only instead (each extension reads its
+  /// own folder there): see `extension_dir_rule`.
+  std::vector<std::string> extension_dirs = {};
 };
+
+/// The start of the `written` text of the built-in denial of an extensions folder; the
+/// sandbox profile recognizes these entries by it.
+inline constexpr std::string_view extension_dir_rule = "built-in: extensions folder ";
 
 /// One compiled entry: the text the user wrote (for reasons) and its normalized form.
 struct path_entry {

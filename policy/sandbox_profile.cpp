@@ -65,8 +65,10 @@ sandbox_inputs sandbox_inputs_for(const policy_snapshot& snapshot, const extensi
   in.granted = sandbox_granted(ext);
   for (const path_entry& e : snapshot.paths.allowed)
     if (!e.glob) in.allowed_paths.push_back(e.normalized);  // an allowed glob grants nothing here
-  for (const path_entry& e : snapshot.paths.denied)
-    (e.glob ? in.denied_globs : in.denied_paths).push_back(e.normalized);
+  for (const path_entry& e : snapshot.paths.denied) {
+    if (!e.glob && e.written.starts_with(extension_dir_rule)) in.read_only_paths.push_back(e.normalized);
+    else (e.glob ? in.denied_globs : in.denied_paths).push_back(e.normalized);
+  }
   in.extension_folder = ext.folder;
   in.interpreter = std::move(interpreter);
   in.interpreter_loader = std::move(interpreter_loader);
@@ -115,6 +117,18 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
   drop_denied(p.read);
   drop_denied(p.write);
   drop_denied(p.execute);
+  // Read-only beats write: a write grant at or under a read-only path reads only; a read-only
+  // path under a write grant is mounted read-only.
+  auto read_only = [&](const std::string& g) {
+    return std::any_of(in.read_only_paths.begin(), in.read_only_paths.end(),
+                       [&](const std::string& r) { return is_at_or_under(g, r); });
+  };
+  for (const std::string& w : p.write)
+    if (read_only(w)) p.read.push_back(w);
+  std::erase_if(p.write, read_only);
+  for (const std::string& r : in.read_only_paths)
+    for (const std::string& w : p.write)
+      if (is_at_or_under(r, w)) p.read_only.push_back(r);
   std::vector<std::string> granted;
   for (auto* l : {&p.read, &p.write, &p.execute}) granted.insert(granted.end(), l->begin(), l->end());
   for (const std::string& d : in.denied_paths)
@@ -142,7 +156,7 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
       }
     }
   }
-  for (auto* l : {&p.read, &p.write, &p.execute, &p.mask}) tidy(*l);
+  for (auto* l : {&p.read, &p.write, &p.execute, &p.mask, &p.read_only}) tidy(*l);
   std::sort(p.mask_globs.begin(), p.mask_globs.end());
   p.mask_globs.erase(std::unique(p.mask_globs.begin(), p.mask_globs.end()), p.mask_globs.end());
   // What a stronger list covers need not be repeated in a weaker one.
@@ -166,6 +180,7 @@ std::string to_json(const sandbox_profile& p) {
             {"write", p.write},
             {"execute", p.execute},
             {"mask", p.mask},
+            {"readOnly", p.read_only},
             {"maskGlobs", p.mask_globs},
             {"network", {{"connect", p.network.connect}, {"bind", p.network.bind}, {"udp", p.network.udp}}},
             {"spawn", p.spawn},
@@ -200,7 +215,8 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text) {
   };
   for (auto [key, out, is_path] :
        {std::tuple{"read", &p.read, true}, std::tuple{"write", &p.write, true}, std::tuple{"execute", &p.execute, true},
-        std::tuple{"mask", &p.mask, true}, std::tuple{"maskGlobs", &p.mask_globs, false},
+        std::tuple{"mask", &p.mask, true}, std::tuple{"readOnly", &p.read_only, true},
+        std::tuple{"maskGlobs", &p.mask_globs, false},
         std::tuple{"unenforced", &p.unenforced, false}})
     if (auto e = paths(key, *out, is_path)) return *e;
   for (const std::string& g : p.mask_globs)

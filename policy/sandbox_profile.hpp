@@ -23,6 +23,9 @@ struct sandbox_inputs {
   std::vector<std::string> allowed_paths;  ///< allowedPaths (plain entries, resolved)
   std::vector<std::string> denied_paths;   ///< deniedPaths with the built-ins (plain, resolved)
   std::vector<std::string> denied_globs;   ///< glob denials: the kernel cannot mask these
+  /// Extension folders (extensionDirs, plain and resolved): denied to tools by the broker,
+  /// read-only for the kernel, since each extension runs from its own folder in there.
+  std::vector<std::string> read_only_paths;
   std::string extension_folder;            ///< the extension's folder (read)
   std::string interpreter;                 ///< the resolved executable that is exec'd
   std::string interpreter_loader;          ///< its ELF loader (PT_INTERP, resolved); "" if static
@@ -44,6 +47,8 @@ struct sandbox_profile {
   std::vector<std::string> write;    ///< read plus write, truncate, make, remove, rename
   std::vector<std::string> execute;  ///< read plus execute
   std::vector<std::string> mask;     ///< denied paths inside granted ones: hidden by mounts
+  /// Read-only paths inside write grants: bound read-only by mounts (writes fail EROFS).
+  std::vector<std::string> read_only;
   /// Denied globs inside granted paths whose only glob characters are in the last segment
   /// (`<project>/.dhara/config.json*`): the launcher masks what they match when it starts.
   std::vector<std::string> mask_globs;
@@ -73,7 +78,9 @@ sandbox_inputs sandbox_inputs_for(const policy_snapshot& snapshot, const extensi
                                   std::string temp_dir);
 
 /// Computes the profile. Deny beats grant: a denied path at or above a granted one removes
-/// that grant; a denied path below one becomes a mask. Lists are sorted and deduplicated.
+/// that grant; a denied path below one becomes a mask. A read-only path at or above a write
+/// grant turns it into a read grant; one below a write grant becomes a read-only mount.
+/// Lists are sorted and deduplicated.
 sandbox_profile compute_sandbox_profile(const sandbox_inputs& in);
 
 /// The profile as one JSON object (the launcher's input).

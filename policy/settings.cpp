@@ -740,15 +740,26 @@ merged_settings merge_settings(const settings_layer& global, const settings_laye
                                const settings_layer* cli, const merge_context& ctx) {
   merger m(ctx);
   m.apply_user(global, layer_kind::global);
+  // Every folder some layer made an extension folder stays protected, even when a later
+  // layer narrows extensionDirs: the extensions there still run in other sessions.
+  std::vector<std::string> protect;
+  auto keep_protected = [&] {
+    for (const std::string& d : m.effective().extension_dirs)
+      if (std::find(protect.begin(), protect.end(), d) == protect.end()) protect.push_back(d);
+  };
+  keep_protected();
   // The command line is the user too, so its trustedProjects (when given) decide trust as
   // the global file's do; a project can never vouch for itself.
   std::vector<std::string> trusted = m.effective().trusted_projects;
   if (cli && cli->trusted_projects) trusted = m.trust_list(*cli->trusted_projects, layer_kind::cli);
   bool project_trusted = m.is_trusted(trusted);
   if (project) m.apply_project(*project, project_trusted);
+  keep_protected();
   if (cli) m.apply_user(*cli, layer_kind::cli);
+  keep_protected();
   merged_settings out = m.finish();
   out.effective.project_trusted = project_trusted;
+  out.effective.protected_extension_dirs = std::move(protect);
   return out;
 }
 

@@ -84,6 +84,9 @@ struct settings {
   std::uint32_t audit_keep = 5;
   bool require_os_sandbox = true;
   std::vector<std::string> extension_dirs;         ///< default: [$DHARA_HOME/extensions]
+  /// Every extension folder any layer named (extensionDirs before a project or the command
+  /// line narrowed it): installed code, always denied to tools (path_rules_input).
+  std::vector<std::string> protected_extension_dirs;
   std::uint64_t call_timeout_ms = 120000;
   std::uint64_t cancel_grace_ms = 5000;
   std::uint64_t kill_grace_ms = 2000;

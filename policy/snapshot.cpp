@@ -45,6 +45,7 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   snap.cwd = in.cwd;
 
   path_rules_input paths{cfg.allowed_paths, cfg.denied_paths, in.home, in.dhara_home, in.project_root};
+  paths.extension_dirs = cfg.protected_extension_dirs;
   if (cfg.allowed_confined_to) {
     paths.confine_root = cfg.allowed_confined_to->project_root;
     paths.confine_within = cfg.allowed_confined_to->within;
@@ -55,6 +56,7 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
   snap.problems = snap.paths.problems;
   // What yolo keeps: only the built-in state-file denials, everything else allowed.
   path_rules_input state{{"/"}, {}, in.home, in.dhara_home, in.project_root, /*only_state_files=*/true};
+  state.extension_dirs = cfg.protected_extension_dirs;
   auto state_rules = compile_path_rules(state, resolver);
   if (!state_rules) return state_rules.err();
   snap.state_files = std::move(*state_rules);

@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -116,10 +117,12 @@ void write_file(const char* path, const std::string& text) {
   ::close(fd);
 }
 
-// Step 2: hide denied paths that lie inside granted ones. Landlock cannot deny below an
-// allowed folder, so a read-only mode-000 tmpfs covers a denied folder and a read-only bind
-// of an empty mode-000 file covers a denied file. The capabilities this gives (inside the
-// new user namespace only) are dropped in step 3, after which mode 000 holds even for root.
+// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
+// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
+// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
+// denied file, and a read-only bind of a folder onto itself keeps it readable but not
+// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
+// dropped in step 3, after which mode 000 and read-only hold even for root.
 void apply_masks(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
@@ -134,7 +137,12 @@ void apply_masks(const policy::sandbox_profile& p) {
     if (::stat(m.c_str(), &st) != 0) continue;  // absent: nothing to hide (docs/sandbox.md, limits)
     present.emplace_back(m, S_ISDIR(st.st_mode));
   }
-  if (present.empty()) return;
+  std::vector<std::string> read_only;
+  for (const std::string& r : p.read_only) {
+    struct stat st{};
+    if (::stat(r.c_str(), &st) == 0) read_only.push_back(r);  // absent: nothing to protect yet
+  }
+  if (present.empty() && read_only.empty()) return;
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
   if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
@@ -146,6 +154,21 @@ void apply_masks(const policy::sandbox_profile& p) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     die("mask", errno, "cannot make / private in the new mount namespace");
   constexpr unsigned long ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  // Read-only first: a mask inside a read-only folder is then mounted on top of it.
+  for (const std::string& path : read_only) {
+    // The remount keeps the flags the mount has (the kernel refuses to clear them inside a
+    // user namespace) and adds read-only; exec stays as it was, for native extensions.
+    struct statvfs vfs{};
+    if (::statvfs(path.c_str(), &vfs) != 0) die("mask", errno, "cannot read the mount flags of " + path);
+    unsigned long keep = 0;
+    for (auto [st, ms] : {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV}, std::pair{ST_NOEXEC, MS_NOEXEC},
+                          std::pair{ST_NOATIME, MS_NOATIME}, std::pair{ST_NODIRATIME, MS_NODIRATIME},
+                          std::pair{ST_RELATIME, MS_RELATIME}})
+      if (vfs.f_flag & st) keep |= ms;
+    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr) != 0)
+      die("mask", errno, "cannot make " + path + " read-only");
+  }
   bool files = false;
   for (const auto& [path, dir] : present) {
     if (!dir) {

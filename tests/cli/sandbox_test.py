@@ -134,7 +134,7 @@ class Home:
     """A HOME with ~/.ssh/id_rsa, a DHARA_HOME with the probe extension, and a project with a
     denied subfolder and a symlink pointing out of it."""
 
-    def __init__(self, approved=(), level=None):
+    def __init__(self, approved=(), level=None, allowed=None):
         self.root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
         self.home = os.path.join(self.root, "home")
         self.dh = os.path.join(self.home, ".dhara")
@@ -154,6 +154,8 @@ class Home:
             "name": "probe", "version": "1.0.0", "author": "tester",
             "runtime": {"type": "subprocess", "command": "python3 probe.py"}, "capabilities": ALL_CAPS})
         security = {"deniedPaths": [os.path.join(self.project, "denied")]}
+        if allowed is not None:
+            security["allowedPaths"] = allowed
         if level:
             security["level"] = level
         self.json(os.path.join(self.dh, "config.json"), {"security": security})
@@ -250,6 +252,33 @@ def test_denied_subfolder_of_an_allowed_folder_is_masked():
                    f"list:{p}/denied": "EACCES"})
         assert open(f"{p}/denied/secret.txt").read() == "secret\n"
         assert not os.path.exists(f"{p}/denied/planted.txt")
+    finally:
+        h.close()
+
+
+def test_installed_extensions_are_read_only_inside_a_writable_home():
+    # allowedPaths ["~"] with filesystem:write covers $DHARA_HOME/extensions: an extension
+    # must still not rewrite another extension or its own manifest (it would run changed code
+    # with approvals given to the old one). The kernel keeps the folder read-only (EROFS);
+    # the extension still reads its own code, and the rest of the home stays writable.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (read-only mounts)", USERNS):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"], allowed=["~"])
+    try:
+        other = os.path.join(h.dh, "extensions", "other")
+        os.makedirs(other)
+        h.put(os.path.join(other, "main.py"), "print('original')\n")
+        manifest = os.path.join(h.ext, "manifest.json")
+        r = h.probe(f"write:{manifest}", f"write:{other}/main.py", f"write:{h.dh}/extensions/planted.py",
+                    f"read:{h.ext}/probe.py", f"read:{other}/main.py", f"write:{h.home}/notes.txt",
+                    f"read:{h.dh}/permissions.json")
+        expect(r, {f"write:{manifest}": "EROFS", f"write:{other}/main.py": "EROFS",
+                   f"write:{h.dh}/extensions/planted.py": "EROFS", f"read:{h.ext}/probe.py": "OK",
+                   f"read:{other}/main.py": "OK", f"write:{h.home}/notes.txt": "OK",
+                   f"read:{h.dh}/permissions.json": "EACCES"})
+        assert open(os.path.join(other, "main.py")).read() == "print('original')\n"
+        assert json.load(open(manifest))["capabilities"] == ALL_CAPS
+        assert not os.path.exists(f"{h.dh}/extensions/planted.py")
     finally:
         h.close()
 

@@ -109,6 +109,7 @@ TEST_CASE("hostile paths: dot-dot, slashes and tilde tricks are normalized befor
 TEST_CASE("hostile paths: /proc magic links and dhara's state stay denied even when everything is allowed", "[policy][hostile][path]") {
   policy_fixture f;
   f.config.allowed_paths = {"/"};  // the user allowed the whole filesystem
+  f.config.protected_extension_dirs = {"/home/u/.dhara/extensions", "/opt/dhara-ext"};
   auto snap = f.compile();
   REQUIRE(snap);
   run_rows(*snap, {
@@ -138,6 +139,12 @@ TEST_CASE("hostile paths: /proc magic links and dhara's state stay denied even w
       {"fs-tools", cap_write, path, "/home/u/proj/.dhara/config.json", deny, "built-in: <project>/.dhara/config.json"},
       {"fs-tools", cap_write, path, ".dhara/config.json", deny, "built-in: <project>/.dhara/config.json"},
       {"fs-tools", cap_write, path, "/home/u/.dhara/extensions/../permissions.json", deny, "built-in: $DHARA_HOME/permissions.json*"},
+      // An extension rewriting installed code (another extension's, or its own manifest to
+      // claim more) that would then run with the approvals given to the old one.
+      {"fs-tools", cap_write, path, "/home/u/.dhara/extensions/web-tools/main.py", deny, "built-in: extensions folder /home/u/.dhara/extensions"},
+      {"fs-tools", cap_write, path, "~/.dhara/extensions/fs-tools/manifest.json", deny, "built-in: extensions folder /home/u/.dhara/extensions"},
+      {"fs-tools", cap_read, path, "/home/u/.dhara/extensions/web-tools/config.json", deny, "built-in: extensions folder /home/u/.dhara/extensions"},
+      {"fs-tools", cap_write, path, "/opt/dhara-ext/other/main.js", deny, "built-in: extensions folder /opt/dhara-ext"},
       // Controls: the rest of the filesystem is allowed, as configured.
       {"fs-tools", cap_read, path, "/proc/self/status", allow, ""},
       {"fs-tools", cap_read, path, "/etc/hosts", allow, ""},

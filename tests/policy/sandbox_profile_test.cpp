@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "policy/path_rules.hpp"
 #include "policy/sandbox_profile.hpp"
 
 using namespace dhara::policy;
@@ -151,19 +152,48 @@ TEST_CASE("granted comes from approvals the manifest declares, minus denials", "
 TEST_CASE("inputs from a snapshot: plain entries as paths, globs apart", "[policy][sandbox]") {
   policy_snapshot s;
   s.paths.allowed = {{"~/proj", "/home/u/proj", false, ""}, {"/data/*", "/data/*", true, "/data"}};
-  s.paths.denied = {{"built-in", "/etc/shadow", false, ""}, {"x", "/home/u/proj/*.key", true, "/home/u/proj"}};
+  s.paths.denied = {{"built-in", "/etc/shadow", false, ""}, {"x", "/home/u/proj/*.key", true, "/home/u/proj"},
+                    {std::string(extension_dir_rule) + "/home/u/.dhara/extensions", "/home/u/.dhara/extensions", false, ""}};
   extension_policy e;
   e.folder = "/ext";
   sandbox_inputs in = sandbox_inputs_for(s, e, "/usr/bin/node", "", "/tmp/t");
   CHECK(in.allowed_paths == std::vector<std::string>{"/home/u/proj"});
   CHECK(in.denied_paths == std::vector<std::string>{"/etc/shadow"});
+  CHECK(in.read_only_paths == std::vector<std::string>{"/home/u/.dhara/extensions"});  // read-only, not masked
   CHECK(in.denied_globs == std::vector<std::string>{"/home/u/proj/*.key"});
   CHECK(in.extension_folder == "/ext");
+}
+
+TEST_CASE("extension folders stay read-only inside a write grant and the extension reads its own", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_write});
+  in.allowed_paths = {"/home/u"};  // allowedPaths ["~"]: covers $DHARA_HOME/extensions
+  in.read_only_paths = {"/home/u/.dhara/extensions", "/opt/dhara-ext"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(has(p.write, "/home/u"));
+  CHECK(p.read_only == std::vector<std::string>{"/home/u/.dhara/extensions"});  // /opt is not writable anyway
+  // Its own folder is readable through the write grant on /home/u (not masked); the mount
+  // stops the writes.
+  CHECK_FALSE(has(p.mask, "/home/u/.dhara/extensions"));
+  CHECK_FALSE(has(p.mask, "/home/u/.dhara/extensions/probe"));
+  // Read-only only narrows a grant: read grants need no mount, and a write grant at or under
+  // an extensions folder becomes a read grant.
+  in.granted = capability_set{};
+  in.granted.insert(capability::filesystem_read);
+  CHECK(compute_sandbox_profile(in).read_only.empty());
+  in.granted.insert(capability::filesystem_write);
+  in.allowed_paths = {"/home/u/.dhara/extensions/probe", "/home/u/proj"};
+  sandbox_profile q = compute_sandbox_profile(in);
+  CHECK(has(q.read, "/home/u/.dhara/extensions/probe"));
+  CHECK_FALSE(has(q.write, "/home/u/.dhara/extensions/probe"));
+  CHECK(has(q.write, "/home/u/proj"));
+  CHECK(q.read_only.empty());
 }
 
 TEST_CASE("the JSON form round-trips", "[policy][sandbox]") {
   sandbox_inputs in = base_inputs({capability::filesystem_write, capability::network_fetch, capability::process_spawn});
   in.denied_globs = {"/home/u/proj/.dhara/config.json*"};
+  in.allowed_paths = {"/home/u"};
+  in.read_only_paths = {"/home/u/.dhara/extensions"};
   sandbox_profile p = compute_sandbox_profile(in);
   auto back = parse_sandbox_profile(to_json(p));
   REQUIRE(back);

@@ -388,6 +388,17 @@ TEST_CASE("~ is expanded with HOME and every path is normalized", "[policy][sett
   CHECK(m.effective.extension_dirs == std::vector<std::string>{"/home/u/.dhara/extensions"});
 }
 
+TEST_CASE("every extension folder stays protected when a project narrows extensionDirs", "[policy][settings]") {
+  auto g = layer_of(R"({"extensionDirs": ["~/.dhara/extensions", "/opt/dhara-ext"]})", layer_kind::global);
+  auto p = layer_of(R"({"extensionDirs": ["/opt/dhara-ext"]})", layer_kind::project);
+  auto m = merge_settings(g, &p, nullptr, ctx);
+  CHECK(m.effective.extension_dirs == std::vector<std::string>{"/opt/dhara-ext"});  // narrowed: loads less
+  // ...but the extensions of the folder it dropped still run in other sessions: still denied.
+  CHECK(m.effective.protected_extension_dirs == std::vector<std::string>{"/home/u/.dhara/extensions", "/opt/dhara-ext"});
+  CHECK(merge_settings(settings_layer{}, nullptr, nullptr, ctx).effective.protected_extension_dirs ==
+        std::vector<std::string>{"/home/u/.dhara/extensions"});
+}
+
 TEST_CASE("project paths are relative to the project root", "[policy][settings]") {
   auto p = layer_of(R"({"security": {"deniedPaths": ["secrets", "./build/../.env", "~/.aws", "/var/db", "logs/**"],
                                      "allowedPaths": ["src", "./docs/"]}})",
