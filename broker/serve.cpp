@@ -434,6 +434,12 @@ json tools_list(const extension_host& host, const std::vector<actors::extension_
         }
         if (status == "ready" && !missing.empty()) status = "blocked";
         if (info.state != actors::extension_state::ready) entry["reason"] = info.reason;
+        if (status == "ready" && !snap.failure.empty()) {
+          // No policy could be compiled (a spoiled permissions.json): every check is denied.
+          status = "blocked";
+          entry["reason"] = "every check is denied: " + snap.failure;
+          missing = caps;
+        }
       }
       entry["status"] = status;
       entry["missingCapabilities"] = missing;

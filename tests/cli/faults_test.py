@@ -328,6 +328,10 @@ def test_a_permissions_file_spoiled_under_a_running_session_denies_until_fixed()
                 assert time.monotonic() < deadline, f"{kind}: still allowed {GUARD} s after the file was spoiled"
                 time.sleep(0.2)
             assert r["error"]["code"] == -32002 and HOSTILE_PERMISSIONS[kind] in r["error"]["data"]["reason"], r
+            # tools/list tells the client so instead of listing the tool as ready.
+            listed = s.tools()["echo-0/echo"]
+            assert listed["status"] == "blocked" and HOSTILE_PERMISSIONS[kind] in listed["reason"], listed
+            assert listed["missingCapabilities"] == ["ui:notify"], listed
             assert fingerprint(p) == before, f"{kind}: the session changed permissions.json"
             # Fixed (atomically, as an editor would): allowed again.
             if os.path.isdir(p) and not os.path.islink(p):
@@ -340,6 +344,8 @@ def test_a_permissions_file_spoiled_under_a_running_session_denies_until_fixed()
             while "error" in (r := s.tool("echo-0/echo", {"text": "fixed"})):
                 assert time.monotonic() < deadline, f"{kind}: still denied {GUARD} s after the fix: {r}"
                 time.sleep(0.2)
+            listed = s.tools()["echo-0/echo"]
+            assert listed["status"] == "ready" and listed["missingCapabilities"] == [], listed
             assert s.shutdown() == 0
             told = [l for l in s.stderr().splitlines() if "permissions.json" in l]
             assert 1 <= len(told) <= 2, f"{kind}: {told}"
