@@ -69,10 +69,59 @@ std::optional<std::string> real_path_resolver::resolve_in_kernel(std::string_vie
   return std::string(got);
 }
 
+namespace {
+
+// Whether `p` is already in the form a resolution returns: absolute, no empty, `.` or `..`
+// segment, no trailing slash (except "/" itself).
+bool canonical(std::string_view p) {
+  if (p.empty() || p.front() != '/') return false;
+  if (p.size() == 1) return true;
+  if (p.back() == '/') return false;
+  for (std::size_t i = 0; i < p.size();) {
+    std::size_t next = p.find('/', i + 1);
+    std::string_view seg = p.substr(i + 1, (next == std::string_view::npos ? p.size() : next) - i - 1);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    if (next == std::string_view::npos) break;
+    i = next;
+  }
+  return true;
+}
+
+enum class plain_walk { no_links, has_link, unknown };
+
+// The commonest case in one or two syscalls: a canonical path the kernel walks without
+// meeting any symlink (RESOLVE_NO_SYMLINKS stops at the first one, the last component
+// included) is its own resolution, and so is one whose walk stops at a missing component or a
+// non-directory before meeting any: the component walk would append the rest as written.
+plain_walk walk_without_links(std::string_view path) {
+  if (!canonical(path) || path.size() >= PATH_MAX) return plain_walk::unknown;
+  char name[PATH_MAX];
+  std::memcpy(name, path.data(), path.size());
+  name[path.size()] = '\0';
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
+  if (fd >= 0) {
+    ::close(fd);
+    return plain_walk::no_links;
+  }
+  if (errno == ENOENT || errno == ENOTDIR) return plain_walk::no_links;
+  return errno == ELOOP ? plain_walk::has_link : plain_walk::unknown;  // e.g. EACCES: the walk says why
+}
+
+}  // namespace
+
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
-  if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
+  switch (walk_without_links(normalized_abs)) {
+    case plain_walk::no_links: return std::string(normalized_abs);
+    case plain_walk::has_link:
+    case plain_walk::unknown:
+      if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
+      break;
+  }
   return resolve_by_walk(normalized_abs);
 }
 

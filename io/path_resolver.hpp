@@ -16,10 +16,12 @@ namespace dhara::io {
 /// so a link to a not-yet-existing denied file is seen), and the missing rest is appended.
 /// More than 40 links (a loop) or an error other than "does not exist" fails.
 ///
-/// Where the whole path exists and holds only plain symlinks, the kernel resolves it in one
-/// walk (three syscalls whatever the depth, against one `lstat` per component); the result is
-/// the same, and everything else (missing components, dangling links, /proc's magic links)
-/// goes through the component walk.
+/// The kernel answers first, whatever the depth: a path it walks without meeting a symlink
+/// (or up to a missing component without meeting one) is its own resolution (one or two
+/// syscalls); one whose links are all plain symlinks and which exists is resolved in one
+/// kernel walk (three syscalls); everything else (a missing component behind a link, dangling
+/// links, /proc's magic links) goes through the component walk, one `lstat` per component.
+/// The result is the same either way.
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;

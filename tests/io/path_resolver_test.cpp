@@ -156,6 +156,9 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
       t / "abs/deep/up/../side/f", t / "rel/../deep/er/..",    t / "abs/deep/er/file.txt/..",
       t / "dangling",              t / "abs/not-yet/file",     t / "magic/etc/hostname",
       "/proc/self/root/etc",       "/",                        t / "real/deep/to-file",
+      t / "real/deep/er/file.txt/x",  // through a regular file (ENOTDIR)
+      t / "real//deep/./er",          t / "real/deep/er/",        t / "abs/deep/../missing/x",
+      t / "real/missing/deeper/y",    t / "real",
   };
   io::real_path_resolver r;
   for (const std::string& p : paths) {
