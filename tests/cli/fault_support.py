@@ -7,13 +7,15 @@ answering fails the test instead of blocking ctest."""
 import hashlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (the runner and the JSON-RPC client beside this file)
 
 DHARA = os.path.abspath(sys.argv[1])
 ROOT = os.path.abspath(sys.argv[2])
@@ -273,51 +275,23 @@ def kill_leftovers(root):
 
 # --- serve --------------------------------------------------------------------------------------
 
-class Serve:
+class Serve(harness.RpcClient):
     """`dhara serve --stdio` in a Home's project, driven over its pipes."""
 
     def __init__(self, home, args=(), preexec_fn=None, no_prompt=False):
         self.home = home
-        self.proc = subprocess.Popen([DHARA, *(["--no-prompt"] if no_prompt else []), "serve", "--stdio", *args], cwd=home.project, env=home.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(os.path.join(home.root, "serve.stderr"), "wb"),
-                                     start_new_session=True, preexec_fn=preexec_fn)
+        proc = subprocess.Popen([DHARA, *(["--no-prompt"] if no_prompt else []), "serve", "--stdio", *args], cwd=home.project, env=home.env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=open(os.path.join(home.root, "serve.stderr"), "wb"),
+                                start_new_session=True, preexec_fn=preexec_fn)
+        super().__init__(proc, lambda: "stderr: " + self.stderr()[-2000:])
         self.pid = self.proc.pid
-        self.buffer = b""
-        self.next_id = 0
         self.held = []  # messages read while waiting for something else
         self.progress = {}  # toolCallId → (notifications seen, the last update)
 
     def stderr(self):
         with open(os.path.join(self.home.root, "serve.stderr"), "rb") as f:
             return f.read().decode(errors="replace")
-
-    def send(self, message):
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def read(self, limit=GUARD):
-        """The next message from the server (None at EOF); fails after `limit` s of silence."""
-        deadline = time.monotonic() + limit
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no message from dhara within {limit} s; stderr: {self.stderr()[-2000:]}"
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    return None
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def request(self, method, params=None):
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-        return self.next_id
 
     def wait_for(self, id_, limit=GUARD):
         """The response to `id_`; what came before it is kept in self.held."""

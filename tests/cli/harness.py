@@ -1,6 +1,9 @@
 """The tiny runner the CLI test scripts share: every `test_*` function of a module runs, each
-failure is reported, and the last line is `N passed, M failed` (exit 1 on any failure)."""
+failure is reported, and the last line is `N passed, M failed` (exit 1 on any failure). Also
+the JSON-RPC line client the serve tests drive `dhara serve --stdio` with."""
+import json
 import os
+import select
 import sys
 import time
 
@@ -57,3 +60,46 @@ def wait_or_kill(pid, shown=b"", limit=60):
             os.waitpid(pid, 0)
             raise AssertionError(f"dhara still ran after {limit} s and was killed; it showed: {shown[-2000:]!r}")
         time.sleep(0.05)
+
+
+class RpcClient:
+    """JSON-RPC 2.0 lines over a process's stdin and stdout (`dhara serve --stdio`). A subclass
+    starts the process, sets `self.proc` and calls this `__init__`; `describe()` adds what helps
+    when no message comes (the server's stderr, the bytes read so far)."""
+
+    def __init__(self, proc, describe=lambda: ""):
+        self.proc = proc
+        self.buffer = b""
+        self.next_id = 0
+        self.describe = describe
+
+    def send(self, message):
+        self.raw((json.dumps(message) + "\n").encode())
+
+    def raw(self, data):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def read(self, limit=30):
+        """The next message from the server (None at EOF); fails after `limit` s of silence."""
+        deadline = time.monotonic() + limit
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no message from dhara within {limit} s; {self.describe()}"
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, method, params=None):
+        """Sends a request; returns its id."""
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self.next_id

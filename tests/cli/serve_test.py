@@ -7,7 +7,6 @@ Prints `N passed, M failed` last; exits 1 on any failure.
 """
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +21,7 @@ DHARA, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 EXTENSIONS = os.path.join(ROOT, "tests", "extensions")
 
 
-class Server:
+class Server(harness.RpcClient):
     """A temporary home with echo-py, fs-tool and crash installed, a project holding a.txt,
     and `dhara serve --stdio` running in it."""
 
@@ -42,48 +41,16 @@ class Server:
         self.env = {"HOME": self.home, "DHARA_HOME": self.dh, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         if approve_fs:
             self.cli("config", "permissions", "approve", "fs-tool", "filesystem:read")
-        self.proc = subprocess.Popen([DHARA, "serve", "--stdio", *args], cwd=self.project, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
-        self.buffer = b""
-        self.next_id = 0
+        proc = subprocess.Popen([DHARA, "serve", "--stdio", *args], cwd=self.project, env=self.env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        super().__init__(proc, lambda: "got %r" % self.buffer)
 
     def cli(self, *args):
         out = subprocess.run([DHARA, *args], env=self.env, cwd=self.project, capture_output=True, text=True,
                              start_new_session=True)
         assert out.returncode == 0, out.stderr
         return out.stdout
-
-    def send(self, message):
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def raw(self, line):
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
-
-    def read(self, limit=30):
-        """The next message from the server (None at EOF)."""
-        deadline = time.monotonic() + limit
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            assert left > 0, "no message from the server within %d s; got %r" % (limit, self.buffer)
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
-                if not chunk:
-                    return None
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def request(self, method, params=None):
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-        return self.next_id
 
     def wait_for(self, id_):
         """Reads until the response to `id_`; returns (response, everything read before it)."""
