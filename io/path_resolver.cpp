@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -38,22 +39,31 @@ policy::error fail(std::string_view path, std::string_view why) {
                             "cannot resolve '" + std::string(path) + "': " + std::string(why));
 }
 
-}  // namespace
-
-// The kernel's answer for a path that exists: openat2 with RESOLVE_NO_MAGICLINKS follows
-// plain symlinks only, as the walk does (the walk reads /proc's magic links as text), and the
-// descriptor's entry in /proc/self/fd names where it ended. O_PATH opens nothing: no device,
-// FIFO or file is touched. Nothing when the kernel cannot answer (a missing component, a
-// dangling link, a loop, no openat2, no /proc, a name that is not a path): the walk decides.
-std::optional<std::string> real_path_resolver::resolve_in_kernel(std::string_view path) {
-  if (path.size() >= PATH_MAX) return std::nullopt;
+// openat2(path, O_PATH, resolve): a descriptor that opens nothing (no device, FIFO or file is
+// touched), or -1 with errno (ENAMETOOLONG for a path too long to copy).
+int open_path(std::string_view path, std::uint64_t resolve) {
+  if (path.size() >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   char name[PATH_MAX];
   std::memcpy(name, path.data(), path.size());
   name[path.size()] = '\0';
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_MAGICLINKS;
-  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
+  how.resolve = resolve;
+  return static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
+}
+
+}  // namespace
+
+// The kernel's answer for a path that exists: openat2 with RESOLVE_NO_MAGICLINKS follows
+// plain symlinks only, as the walk does (the walk reads /proc's magic links as text), and the
+// descriptor's entry in /proc/self/fd names where it ended. Nothing when the kernel cannot
+// answer (a missing component, a dangling link, a loop, no openat2, no /proc, a name that is
+// not a path): the walk decides.
+std::optional<std::string> real_path_resolver::resolve_in_kernel(std::string_view path) {
+  int fd = open_path(path, RESOLVE_NO_MAGICLINKS);
   if (fd < 0) return std::nullopt;
   // "/proc/self/fd/N" looked up each time (not a cached descriptor of the folder): a cached
   // one would name the parent's table in a forked child.
@@ -94,14 +104,8 @@ enum class plain_walk { no_links, has_link, unknown };
 // included) is its own resolution, and so is one whose walk stops at a missing component or a
 // non-directory before meeting any: the component walk would append the rest as written.
 plain_walk walk_without_links(std::string_view path) {
-  if (!canonical(path) || path.size() >= PATH_MAX) return plain_walk::unknown;
-  char name[PATH_MAX];
-  std::memcpy(name, path.data(), path.size());
-  name[path.size()] = '\0';
-  open_how how{};
-  how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
+  if (!canonical(path)) return plain_walk::unknown;
+  int fd = open_path(path, RESOLVE_NO_SYMLINKS);
   if (fd >= 0) {
     ::close(fd);
     return plain_walk::no_links;
