@@ -173,13 +173,15 @@ symlink_tree& tree() {
   return t;
 }
 
-void BM_Decide_ResolvedPath_Symlinks(benchmark::State& state) {
+// decide() of `paths` in turn, each an allowed read resolved through real links.
+template <std::size_t N>
+void decide_resolved(benchmark::State& state, const std::array<std::string, N>& checked) {
   symlink_tree& t = tree();
   const check_environment env{&t.resolver, nullptr};
   const auto snap = t.snap;
   std::size_t i = 0, allowed = 0;
   for (auto _ : state) {
-    check_request r{"web-tools", capability::filesystem_read, subject_kind::path, t.checked[i++ % 3], {}};
+    check_request r{"web-tools", capability::filesystem_read, subject_kind::path, checked[i++ % N], {}};
     decision d = decide(*snap, r, env);
     allowed += d.allowed();
     benchmark::DoNotOptimize(d);
@@ -187,24 +189,15 @@ void BM_Decide_ResolvedPath_Symlinks(benchmark::State& state) {
   if (allowed != static_cast<std::size_t>(state.iterations())) state.SkipWithError("a resolved path was denied");
   state.SetItemsProcessed(state.iterations());
 }
+
+void BM_Decide_ResolvedPath_Symlinks(benchmark::State& state) { decide_resolved(state, tree().checked); }
 BENCHMARK(BM_Decide_ResolvedPath_Symlinks);
 
 // The commonest checks: a file in the project reached without any link, and a file about to
 // be created there (the resolver's one- and two-syscall cases).
 void BM_Decide_ResolvedPath_NoLinks(benchmark::State& state) {
-  symlink_tree& t = tree();
-  const check_environment env{&t.resolver, nullptr};
-  const auto snap = t.snap;
-  const std::array<std::string, 2> paths{t.checked[0], t.root + "/proj/src/auth/new-file.ts"};
-  std::size_t i = 0, allowed = 0;
-  for (auto _ : state) {
-    check_request r{"web-tools", capability::filesystem_read, subject_kind::path, paths[i++ % 2], {}};
-    decision d = decide(*snap, r, env);
-    allowed += d.allowed();
-    benchmark::DoNotOptimize(d);
-  }
-  if (allowed != static_cast<std::size_t>(state.iterations())) state.SkipWithError("a path was denied");
-  state.SetItemsProcessed(state.iterations());
+  const symlink_tree& t = tree();
+  decide_resolved(state, std::array<std::string, 2>{t.checked[0], t.root + "/proj/src/auth/new-file.ts"});
 }
 BENCHMARK(BM_Decide_ResolvedPath_NoLinks);
 

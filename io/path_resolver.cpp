@@ -97,21 +97,19 @@ bool canonical(std::string_view p) {
   return true;
 }
 
-enum class plain_walk { no_links, has_link, unknown };
-
 // The commonest case in one or two syscalls: a canonical path the kernel walks without
 // meeting any symlink (RESOLVE_NO_SYMLINKS stops at the first one, the last component
 // included) is its own resolution, and so is one whose walk stops at a missing component or a
 // non-directory before meeting any: the component walk would append the rest as written.
-plain_walk walk_without_links(std::string_view path) {
-  if (!canonical(path)) return plain_walk::unknown;
+// False otherwise (a link, a non-canonical path, or an error such as EACCES the walk reports).
+bool walks_without_links(std::string_view path) {
+  if (!canonical(path)) return false;
   int fd = open_path(path, RESOLVE_NO_SYMLINKS);
   if (fd >= 0) {
     ::close(fd);
-    return plain_walk::no_links;
+    return true;
   }
-  if (errno == ENOENT || errno == ENOTDIR) return plain_walk::no_links;
-  return errno == ELOOP ? plain_walk::has_link : plain_walk::unknown;  // e.g. EACCES: the walk says why
+  return errno == ENOENT || errno == ENOTDIR;
 }
 
 }  // namespace
@@ -119,13 +117,8 @@ plain_walk walk_without_links(std::string_view path) {
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
-  switch (walk_without_links(normalized_abs)) {
-    case plain_walk::no_links: return std::string(normalized_abs);
-    case plain_walk::has_link:
-    case plain_walk::unknown:
-      if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
-      break;
-  }
+  if (walks_without_links(normalized_abs)) return std::string(normalized_abs);
+  if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
   return resolve_by_walk(normalized_abs);
 }
 
