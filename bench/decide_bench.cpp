@@ -173,7 +173,7 @@ symlink_tree& tree() {
   return t;
 }
 
-// decide() of `paths` in turn, each an allowed read resolved through real links.
+// decide() of `checked` in turn, each an allowed read resolved through real links.
 template <std::size_t N>
 void decide_resolved(benchmark::State& state, const std::array<std::string, N>& checked) {
   symlink_tree& t = tree();
