@@ -82,8 +82,16 @@ struct event_loop::impl {
   }
 
   void forget_stdin(std::uint64_t id) {
-    std::lock_guard<std::mutex> guard{self->mtx_};
-    self->stdin_.erase(id);
+    std::shared_ptr<event_loop::stdin_state> in;
+    {
+      std::lock_guard<std::mutex> guard{self->mtx_};
+      auto it = self->stdin_.find(id);
+      if (it == self->stdin_.end()) return;
+      in = std::move(it->second);
+      self->stdin_.erase(it);
+    }
+    std::lock_guard<std::mutex> guard{in->lock};  // waits for a write in progress
+    in->fd = -1;
   }
 
   // Writers stop writing to the descriptor before it is closed (and its number reused).
@@ -94,9 +102,10 @@ struct event_loop::impl {
 
   // One queued write is finished (written, failed or dropped).
   void write_done(std::uint64_t id) {
-    std::lock_guard<std::mutex> guard{self->mtx_};
-    auto it = self->stdin_.find(id);
-    if (it != self->stdin_.end() && it->second.queued > 0) --it->second.queued;
+    auto in = self->find_stdin(id);
+    if (!in) return;
+    std::lock_guard<std::mutex> guard{in->lock};
+    if (in->queued > 0) --in->queued;
   }
 
   void maybe_report(proc* p) {
@@ -251,8 +260,10 @@ struct event_loop::impl {
     uv_os_fd_t in_fd = -1;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(&p->in), &in_fd) == 0) {
       ::fcntl(in_fd, F_SETFL, ::fcntl(in_fd, F_GETFL) | O_NONBLOCK);  // a direct write never blocks
-      std::lock_guard<std::mutex> guard{self->mtx_};
-      if (auto it = self->stdin_.find(id); it != self->stdin_.end()) it->second.fd = in_fd;
+      if (auto in = self->find_stdin(id)) {
+        std::lock_guard<std::mutex> guard{in->lock};
+        in->fd = in_fd;
+      }
     }
     start_reading(p);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&p->err), alloc, [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
@@ -380,30 +391,37 @@ std::uint64_t event_loop::spawn(spawn_request request, process_callbacks callbac
   std::uint64_t id = next_id_.fetch_add(1);
   std::lock_guard<std::mutex> guard{mtx_};
   // Known before it runs: writes made meanwhile queue behind the spawn, and later ones behind them.
-  if (!stopped_) stdin_[id];
+  if (!stopped_) stdin_.emplace(id, std::make_shared<stdin_state>());
   post_locked([this, id, r = std::move(request), c = std::move(callbacks)]() mutable {
     impl_->do_spawn(id, std::move(r), std::move(c));
   });
   return id;
 }
 
-void event_loop::write(std::uint64_t id, std::string bytes) {
+std::shared_ptr<event_loop::stdin_state> event_loop::find_stdin(std::uint64_t id) {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (stopped_) return;
   auto it = stdin_.find(id);
-  if (it != stdin_.end() && it->second.fd >= 0 && it->second.queued == 0) {
+  return it == stdin_.end() ? nullptr : it->second;
+}
+
+void event_loop::write(std::uint64_t id, std::string bytes) {
+  auto in = find_stdin(id);
+  if (!in) return post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });  // the loop drops them
+  // Held until the rest is queued, so that no later write overtakes these bytes.
+  std::lock_guard<std::mutex> guard{in->lock};
+  if (in->fd >= 0 && in->queued == 0) {
     // Nothing queued before these bytes: write them here. The descriptor stays open while
-    // the lock is held (the loop forgets it under the same lock before closing it).
+    // its lock is held (the loop forgets it under the same lock before closing it).
     ssize_t n;
-    do n = ::write(it->second.fd, bytes.data(), bytes.size());
+    do n = ::write(in->fd, bytes.data(), bytes.size());
     while (n < 0 && errno == EINTR);
     if (n == static_cast<ssize_t>(bytes.size())) return;
     if (n > 0) bytes.erase(0, static_cast<std::size_t>(n));
     // The pipe is full (or broken): the rest goes through the loop, which waits for room
     // (or sees the error and the exit report follows).
   }
-  if (it != stdin_.end()) ++it->second.queued;  // unknown: the process is gone, the loop drops them
-  post_locked([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
+  ++in->queued;
+  post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
 }
 
 void event_loop::signal(std::uint64_t id, int signum) {

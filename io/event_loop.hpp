@@ -102,16 +102,20 @@ class event_loop {
  private:
   void post(std::function<void()> f);
   void post_locked(std::function<void()> f);
-  /// A process's stdin as writers see it (guarded by mtx_): its descriptor while the loop
-  /// keeps it open, and how many queued writes the loop has not finished.
+  /// A process's stdin as writers see it, under its own lock (a write to one extension never
+  /// waits for a write to another): its descriptor while the loop keeps it open, and how many
+  /// queued writes the loop has not finished. The map of them is guarded by mtx_; a thread
+  /// may take mtx_ while it holds a stdin lock, never the other way round.
   struct stdin_state {
+    std::mutex lock;
     int fd = -1;
     std::size_t queued = 0;
   };
+  std::shared_ptr<stdin_state> find_stdin(std::uint64_t id);
   std::unique_ptr<impl> impl_;
   std::mutex mtx_;
   std::vector<std::function<void()>> queue_;
-  std::unordered_map<std::uint64_t, stdin_state> stdin_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<stdin_state>> stdin_;
   bool stopped_ = false;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::size_t> live_{0};
