@@ -296,7 +296,15 @@ bool spawn_raw(raw_proc& p, const std::vector<std::string>& command, const fs::p
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  int rc = ::posix_spawnp(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  // Scheduled as dhara-launch schedules every extension (SCHED_BATCH): the same program, run the same way.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sched_param sp{};
+  posix_spawnattr_setschedpolicy(&attr, SCHED_BATCH);
+  posix_spawnattr_setschedparam(&attr, &sp);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSCHEDULER);
+  int rc = ::posix_spawnp(&p.pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(to_child[0]);
   ::close(from_child[1]);

@@ -221,6 +221,15 @@ std::vector<rule> open_rules(const policy::sandbox_profile& p) {
   return rules;
 }
 
+// The extension runs under SCHED_BATCH (docs/performance.md): a woken extension does not
+// preempt the dhara thread that just wrote its request, which goes on to its next message
+// instead of being switched out; the extension runs on an idle core or at the next tick. The
+// nice value stays. Only a matter of speed: a kernel that refuses it leaves the default.
+void schedule_as_batch() {
+  sched_param none{};
+  (void)::sched_setscheduler(0, SCHED_BATCH, &none);
+}
+
 // Step 3: no_new_privs (Landlock and seccomp need it; setuid bits stop working) and every
 // capability gone: bounding set (what a root execve would regain), ambient, then capset 0.
 void drop_privileges() {
@@ -373,6 +382,7 @@ int main(int argc, char** argv) {
 
   if (::close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) != 0)
     die("fds", errno, "close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 or later");
+  schedule_as_batch();
   scmp_filter_ctx filter = build_seccomp(*profile);
   apply_masks(*profile);
   std::vector<rule> rules = open_rules(*profile);

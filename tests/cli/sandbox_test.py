@@ -398,6 +398,20 @@ def test_ptrace_and_signals_to_the_outside_refused():
         h.close()
 
 
+def test_extensions_run_under_sched_batch():
+    # The launcher schedules every extension as SCHED_BATCH (docs/performance.md), and its
+    # children inherit it; the nice value is left alone.
+    h = Home(approved=[])
+    try:
+        code, out, err = h.exec("python3", "-c", "import os; print(os.sched_getscheduler(0), os.SCHED_BATCH, os.nice(0))")
+        assert code == 0, f"exit {code}: {out!r} {err!r}"
+        policy, batch, nice = out.split()
+        assert policy == batch, f"scheduling policy {policy}, wanted SCHED_BATCH ({batch})"
+        assert nice == str(os.nice(0)), f"nice {nice}, wanted {os.nice(0)} as the parent"
+    finally:
+        h.close()
+
+
 def test_inherited_fd_is_closed():
     h = Home(approved=[])
     fd = os.open(h.home + "/.ssh/id_rsa", os.O_RDONLY)
