@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -54,9 +55,36 @@ struct event_loop::impl {
   bool stopping = false;
   bool finished = false;
   struct watch {
-    uv_fs_event_t handle{};
+    uv_poll_t handle{};
+    int fd = -1;  // its own inotify instance
     std::function<void(std::string)> on_change;
   };
+
+  static void close_watch(watch* w) {
+    uv_poll_stop(&w->handle);
+    uv_close(reinterpret_cast<uv_handle_t*>(&w->handle), [](uv_handle_t* h) {
+      auto* closed = static_cast<watch*>(h->data);
+      ::close(closed->fd);
+      delete closed;
+    });
+  }
+
+  // Reads every pending event; a lost batch (the kernel's queue overflowed) is reported as "".
+  static void read_watch(uv_poll_t* h, int, int) {
+    auto* w = static_cast<watch*>(h->data);
+    alignas(inotify_event) char buf[8192];
+    for (;;) {
+      ssize_t n = ::read(w->fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // EAGAIN: drained
+      for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+        if (ev->mask & IN_Q_OVERFLOW) w->on_change("");
+        else if (ev->len > 0) w->on_change(ev->name);  // the name is NUL-padded
+        at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      }
+    }
+  }
   std::vector<watch*> watches;
   std::unordered_map<std::uint64_t, proc*> procs;
 
@@ -326,10 +354,7 @@ struct event_loop::impl {
 
   void begin_stop(std::uint64_t grace_ms) {
     stopping = true;
-    for (watch* w : watches) {
-      uv_fs_event_stop(&w->handle);
-      uv_close(reinterpret_cast<uv_handle_t*>(&w->handle), [](uv_handle_t* h) { delete static_cast<watch*>(h->data); });
-    }
+    for (watch* w : watches) close_watch(w);
     watches.clear();
     for (auto& [id, p] : procs) {
       if (p->reported) continue;
@@ -447,17 +472,29 @@ void event_loop::resume_reading(std::uint64_t id) {
 
 void event_loop::watch_directory(std::string dir, std::function<void(std::string)> on_change) {
   post([this, d = std::move(dir), f = std::move(on_change)]() mutable {
-    auto* w = new impl::watch{{}, std::move(f)};
-    w->handle.data = w;
-    uv_fs_event_init(&impl_->loop, &w->handle);
-    int rc = uv_fs_event_start(&w->handle, [](uv_fs_event_t* h, const char* filename, int, int status) {
-      auto* me = static_cast<impl::watch*>(h->data);
-      if (status == 0 && filename) me->on_change(filename);
-    }, d.c_str(), 0);
-    if (rc < 0) {
+    // inotify directly rather than uv_fs_event: libuv asks for IN_MODIFY, so every append to
+    // a file in the folder (the audit trail lives beside permissions.json) would wake this
+    // thread. A file rewritten in place is seen when its writer closes it.
+    constexpr std::uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_ATTRIB |
+                                   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+    int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0 || ::inotify_add_watch(fd, d.c_str(), mask) < 0) {
       // Without the watch, changes made by other processes would go unseen: say so loudly.
+      spdlog::error("cannot watch {} for changes: {}; permission changes need a restart", d, std::strerror(errno));
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    auto* w = new impl::watch{{}, fd, std::move(f)};
+    w->handle.data = w;
+    int rc = uv_poll_init(&impl_->loop, &w->handle, fd);
+    if (rc < 0) {
+      ::close(fd);
+      delete w;
+    } else if ((rc = uv_poll_start(&w->handle, UV_READABLE, impl::read_watch)) < 0) {
+      impl::close_watch(w);
+    }
+    if (rc < 0) {
       spdlog::error("cannot watch {} for changes: {}; permission changes need a restart", d, uv_strerror(rc));
-      uv_close(reinterpret_cast<uv_handle_t*>(&w->handle), [](uv_handle_t* h) { delete static_cast<impl::watch*>(h->data); });
       return;
     }
     impl_->watches.push_back(w);

@@ -83,9 +83,11 @@ class event_loop {
   /// Starts reading stdout again after read_credit paused it.
   void resume_reading(std::uint64_t id);
 
-  /// Watches a directory (inotify through libuv): `on_change(filename)` runs on the loop
-  /// thread for every change of an entry, including a file renamed over another (the atomic
-  /// write of permissions.json). Watches end with stop().
+  /// Watches a directory (inotify, read on the loop): `on_change(filename)` runs on the loop
+  /// thread when an entry is created, deleted, renamed (the atomic write of permissions.json
+  /// renames a file over another), changes its attributes, or is closed after a write (not at
+  /// every write: appends to a log beside it wake nobody); "" when the kernel dropped events
+  /// (anything may have changed). Watches end with stop().
   void watch_directory(std::string dir, std::function<void(std::string)> on_change);
 
   /// Graceful stop: close every stdin, SIGTERM each group, SIGKILL after `grace_ms`, wait for

@@ -3,7 +3,14 @@
 // restarts and the environment.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -367,4 +374,73 @@ TEST_CASE_METHOD(runtime_fixture, "an exit is reported even when a grandchild ho
   while (!testing::processes_mentioning(folder).empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   CHECK(testing::processes_mentioning(folder).empty());
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a directory watch reported, collected on the loop thread.
+struct seen_names {
+  std::mutex m;
+  std::vector<std::string> names;
+  bool has(const std::string& n) {
+    std::lock_guard<std::mutex> g{m};
+    return std::find(names.begin(), names.end(), n) != names.end();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> g{m};
+    names.clear();
+  }
+};
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(runtime_fixture, "a directory watch reports renames and finished writes, not every append", "[runtime][watch]") {
+  fs::path dir = home.root / "watched";
+  fs::create_directories(dir);
+  int log = ::open((dir / "audit.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  REQUIRE(log >= 0);
+  auto seen = std::make_shared<seen_names>();
+  loop->watch_directory(dir.string(), [seen](std::string name) {
+    std::lock_guard<std::mutex> g{seen->m};
+    seen->names.push_back(std::move(name));
+  });
+  auto wait_for = [&](const std::string& name) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!seen->has(name) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    return seen->has(name);
+  };
+  // The watch starts on the loop thread: a file created until it is seen.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!seen->has("ready") && std::chrono::steady_clock::now() < deadline) {
+    fs::remove(dir / "ready");
+    write_file(dir / "ready", "x");
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(seen->has("ready"));
+
+  // Appends to an open file: no event. The rename that follows is reported after anything
+  // they would have caused (the kernel's queue keeps the order).
+  seen->clear();
+  for (int i = 0; i < 50; ++i) REQUIRE(::write(log, "line\n", 5) == 5);
+  write_file(dir / "permissions.json.tmp", "{}");
+  fs::rename(dir / "permissions.json.tmp", dir / "permissions.json");
+  REQUIRE(wait_for("permissions.json"));
+  CHECK_FALSE(seen->has("audit.jsonl"));
+
+  // A file rewritten in place is reported when its writer closes it.
+  seen->clear();
+  write_file(dir / "permissions.json", "{\"version\": 1}");
+  CHECK(wait_for("permissions.json"));
+  // So is a deletion.
+  seen->clear();
+  fs::remove(dir / "permissions.json");
+  CHECK(wait_for("permissions.json"));
+  ::close(log);
 }
