@@ -246,11 +246,22 @@ struct event_loop::impl {
     args.push_back(nullptr);
     for (auto& e : p->req.env) envp.push_back(e.data());
     envp.push_back(nullptr);
+    // stdin and stdout are pipes, not the socketpairs libuv's UV_CREATE_PIPE makes: a pipe
+    // wakes its reader as a synchronous wake-up, which lets the kernel run the reader on the
+    // writer's core instead of waking an idle one (docs/performance.md).
+    int to_child[2] = {-1, -1}, from_child[2] = {-1, -1};  // [0] the reading end, [1] the writing end
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+      std::string why = std::string("cannot create a pipe: ") + std::strerror(errno);
+      for (int fd : {to_child[0], to_child[1]})
+        if (fd >= 0) ::close(fd);
+      fail_spawn(p, std::move(why));
+      return;
+    }
     uv_stdio_container_t stdio[3];
-    stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
-    stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(&p->in);
-    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&p->out);
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = to_child[0];
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = from_child[1];
     stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
     stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&p->err);
     uv_process_options_t opts{};
@@ -279,10 +290,19 @@ struct event_loop::impl {
       pr->owner->maybe_report(pr);
     };
     int rc = uv_spawn(&loop, &p->handle, &opts);
-    if (rc < 0) {
+    const bool started = rc == 0;
+    ::close(to_child[0]);  // the child's ends: it has its copies
+    ::close(from_child[1]);
+    if (rc == 0 && (rc = uv_pipe_open(&p->in, to_child[1])) == 0) to_child[1] = -1;  // the handle owns it now
+    if (rc == 0 && (rc = uv_pipe_open(&p->out, from_child[0])) == 0) from_child[0] = -1;
+    for (int fd : {to_child[1], from_child[0]})
+      if (fd >= 0) ::close(fd);
+    if (!started) {
       fail_spawn(p, uv_strerror(rc));
       return;
     }
+    // Started, but without both pipes dhara cannot talk to it: killed, its exit is reported.
+    if (rc < 0) ::kill(-p->handle.pid, SIGKILL);
     p->pid = p->handle.pid;
     self->live_.fetch_add(1);
     uv_os_fd_t in_fd = -1;

@@ -27,6 +27,8 @@ using json = nlohmann::json;
 
 namespace {
 
+namespace fs = std::filesystem;
+
 // One actor system, one event loop and a temp home per test. Member order is destruction
 // order reversed: the loop stops before the actor system ends.
 struct runtime_fixture {
@@ -301,6 +303,22 @@ TEST_CASE_METHOD(runtime_fixture, "the extension sees a scrubbed environment", "
   stop(sup);
 }
 
+TEST_CASE_METHOD(runtime_fixture, "the extension's stdin and stdout are pipes", "[runtime][supervisor]") {
+  // Pipes, not socketpairs: a pipe's reader is woken synchronously (docs/performance.md).
+  auto cfg = config_for("echo-py");
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(call(sup, "echo", {{"text", "hi"}}).ok);
+  auto pids = testing::processes_mentioning(cfg.folder);
+  REQUIRE(pids.size() == 1);
+  auto fd = [&](int n) {
+    std::error_code ec;
+    return fs::read_symlink("/proc/" + std::to_string(pids[0]) + "/fd/" + std::to_string(n), ec).string();
+  };
+  CHECK(fd(0).rfind("pipe:", 0) == 0);
+  CHECK(fd(1).rfind("pipe:", 0) == 0);
+  stop(sup);
+}
+
 TEST_CASE_METHOD(runtime_fixture, "a missing interpreter fails at once with the reason", "[runtime][supervisor]") {
   auto cfg = config_for("echo-py");
   cfg.argv.front() = "/nonexistent/python3";
@@ -377,8 +395,6 @@ TEST_CASE_METHOD(runtime_fixture, "an exit is reported even when a grandchild ho
 }
 
 namespace {
-
-namespace fs = std::filesystem;
 
 // What a directory watch reported, collected on the loop thread.
 struct seen_names {
