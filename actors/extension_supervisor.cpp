@@ -142,11 +142,7 @@ void arm_sweep(self_ptr self) {
 void send_call(self_ptr self, tool_call call, caf::typed_response_promise<call_result> rp) {
   auto& st = self->state;
   std::int64_t id = ++st.next_id;
-  json params = {{"toolCallId", call.tool_call_id},
-                 {"toolName", call.tool},
-                 {"input", std::move(call.input)},
-                 {"context", {{"cwd", call.cwd}, {"sessionId", call.session_id}}}};
-  write_line(self, io::encode_request(id, "tools/execute", params));
+  write_line(self, io::encode_execute_request(id, call.tool_call_id, call.tool, call.input, call.cwd, call.session_id));
   std::uint64_t timeout = call.timeout_ms ? call.timeout_ms : st.cfg.call_timeout_ms;
   auto deadline = st.deadlines.emplace(now_ms() + static_cast<std::int64_t>(timeout), id);
   st.calls.emplace(id, inflight{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to), deadline});

@@ -2,6 +2,7 @@
 // line encoders that cannot throw on bad UTF-8 or emit a raw newline.
 #include "io/jsonrpc.hpp"
 
+#include "policy/audit_entry.hpp"
 #include "policy/json_text.hpp"
 
 #include <climits>
@@ -143,6 +144,25 @@ std::string encode_request(const json& id, std::string_view method, const json& 
   out += dump(id);
   append_method_and_params(out, method, params);
   out += '}';
+  return out;
+}
+
+std::string encode_execute_request(std::int64_t id, std::string_view tool_call_id, std::string_view tool,
+                                   const json& input, std::string_view cwd, std::string_view session_id) {
+  // Keys in the order a params document would dump them (sorted).
+  std::string out = "{\"jsonrpc\":\"2.0\",\"id\":";
+  out += std::to_string(id);
+  out += ",\"method\":\"tools/execute\",\"params\":{\"context\":{\"cwd\":";
+  policy::append_json_string(out, cwd);
+  out += ",\"sessionId\":";
+  policy::append_json_string(out, session_id);
+  out += "},\"input\":";
+  out += dump(input);
+  out += ",\"toolCallId\":";
+  policy::append_json_string(out, tool_call_id);
+  out += ",\"toolName\":";
+  policy::append_json_string(out, tool);
+  out += "}}";
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -75,6 +76,12 @@ int rpc_error_code(const policy::error& parse_failure);
 /// One request line, without "\n". `id`: integer or string; null `params` is left out.
 std::string encode_request(const nlohmann::json& id, std::string_view method,
                            const nlohmann::json& params);
+
+/// The tools/execute request line for one call, without "\n": the same message as
+/// encode_request(id, "tools/execute", {toolCallId, toolName, input, context {cwd,
+/// sessionId}}), written without building the params document (the supervisor's hot path).
+std::string encode_execute_request(std::int64_t id, std::string_view tool_call_id, std::string_view tool,
+                                   const nlohmann::json& input, std::string_view cwd, std::string_view session_id);
 
 /// One notification line, without "\n"; null `params` is left out.
 std::string encode_notification(std::string_view method, const nlohmann::json& params);

@@ -11,6 +11,7 @@
 
 using dhara::io::encode;
 using dhara::io::encode_error;
+using dhara::io::encode_execute_request;
 using dhara::io::encode_notification;
 using dhara::io::encode_request;
 using dhara::io::encode_result;
@@ -93,6 +94,32 @@ TEST_CASE("encoders write the documented line, members in a fixed order", "[io][
         R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"invalid JSON"}})");
   CHECK(encode_error(2, rpc_error::denied, "denied", {{"capability", "c"}}) ==
         R"({"jsonrpc":"2.0","id":2,"error":{"code":-32002,"message":"denied","data":{"capability":"c"}}})");
+}
+
+TEST_CASE("the tools/execute line is the request a params document would give", "[io][jsonrpc]") {
+  auto by_document = [](std::int64_t id, const std::string& call_id, const std::string& tool, const json& input,
+                        const std::string& cwd, const std::string& session) {
+    return encode_request(id, "tools/execute",
+                          {{"toolCallId", call_id}, {"toolName", tool}, {"input", input},
+                           {"context", {{"cwd", cwd}, {"sessionId", session}}}});
+  };
+  const json input = {{"path", "src/a.ts"}, {"n", 3}, {"deep", {{"list", {1, "two", nullptr}}}}};
+  // Plain text: byte for byte the same line.
+  CHECK(encode_execute_request(42, "call-1", "read", input, "/home/u/proj", "s-1") ==
+        by_document(42, "call-1", "read", input, "/home/u/proj", "s-1"));
+  CHECK(encode_execute_request(7, "c", "t", json::object(), "/", "") ==
+        R"({"jsonrpc":"2.0","id":7,"method":"tools/execute","params":{"context":{"cwd":"/","sessionId":""},"input":{},"toolCallId":"c","toolName":"t"}})");
+  // Quotes, control characters, non-ASCII and invalid UTF-8: escaped differently, the same
+  // message once parsed, and never a raw newline.
+  const std::string odd = "q\"b\\s\n\t\x01 \xc3\xa9 \xe2\x80\xa8 bad\xff\xc0\x80";
+  const std::string line = encode_execute_request(9, odd, odd, {{"text", odd}}, "/p/" + odd, odd);
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(json::parse(line) == json::parse(by_document(9, odd, odd, {{"text", odd}}, "/p/" + odd, odd)));
+  const auto back = parse_rpc(line);
+  REQUIRE(back);
+  const auto& req = std::get<rpc_request>(*back);
+  CHECK(req.method == "tools/execute");
+  CHECK(req.params["toolName"] == "q\"b\\s\n\t\x01 \xc3\xa9 \xe2\x80\xa8 bad\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST_CASE("encoders replace invalid UTF-8 and never emit a raw newline", "[io][jsonrpc]") {
