@@ -8,6 +8,7 @@
 // A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
 // round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,11 +64,15 @@ struct raw_client {
     uv_pipe_init(&loop, &out, 0);
     in.data = out.data = proc.data = this;
     char* args[] = {const_cast<char*>(exe.c_str()), nullptr};
+    // Connected as dhara connects an extension: pipes (not libuv's socketpairs), and the echo
+    // scheduled SCHED_BATCH as dhara-launch schedules it (below, once it runs).
+    int to_child[2], from_child[2];
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) std::abort();
     uv_stdio_container_t stdio[3];
-    stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
-    stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(&in);
-    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&out);
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = to_child[0];
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = from_child[1];
     stdio[2].flags = UV_IGNORE;
     uv_process_options_t o{};
     o.file = exe.c_str();
@@ -77,6 +82,11 @@ struct raw_client {
     o.stdio = stdio;
     o.exit_cb = [](uv_process_t* p, int64_t, int) { uv_close(reinterpret_cast<uv_handle_t*>(p), nullptr); };
     if (uv_spawn(&loop, &proc, &o) != 0) std::abort();
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    if (uv_pipe_open(&in, to_child[1]) != 0 || uv_pipe_open(&out, from_child[0]) != 0) std::abort();
+    sched_param none{};
+    (void)::sched_setscheduler(proc.pid, SCHED_BATCH, &none);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&out),
                   [](uv_handle_t* h, size_t, uv_buf_t* b) {
                     auto* c = static_cast<raw_client*>(h->data);

@@ -247,8 +247,8 @@ struct event_loop::impl {
     for (auto& e : p->req.env) envp.push_back(e.data());
     envp.push_back(nullptr);
     // stdin and stdout are pipes, not the socketpairs libuv's UV_CREATE_PIPE makes: a pipe
-    // wakes its reader as a synchronous wake-up, which lets the kernel run the reader on the
-    // writer's core instead of waking an idle one (docs/performance.md).
+    // write copies into the pipe's pages, a unix-socket send allocates a socket buffer per
+    // message (docs/performance.md has the A/B).
     int to_child[2] = {-1, -1}, from_child[2] = {-1, -1};  // [0] the reading end, [1] the writing end
     if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
       std::string why = std::string("cannot create a pipe: ") + std::strerror(errno);

@@ -304,7 +304,7 @@ TEST_CASE_METHOD(runtime_fixture, "the extension sees a scrubbed environment", "
 }
 
 TEST_CASE_METHOD(runtime_fixture, "the extension's stdin and stdout are pipes", "[runtime][supervisor]") {
-  // Pipes, not socketpairs: a pipe's reader is woken synchronously (docs/performance.md).
+  // Pipes, not socketpairs: cheaper per message (docs/performance.md).
   auto cfg = config_for("echo-py");
   auto sup = actors::spawn_supervisor(sys, loop, cfg);
   REQUIRE(call(sup, "echo", {{"text", "hi"}}).ok);
