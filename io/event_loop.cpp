@@ -69,7 +69,7 @@ struct event_loop::impl {
     });
   }
 
-  // Reads every pending event; a lost batch (the kernel's queue overflowed) is reported as "".
+  // Reads every pending event; lost events or a folder gone are reported as "".
   static void read_watch(uv_poll_t* h, int, int) {
     auto* w = static_cast<watch*>(h->data);
     alignas(inotify_event) char buf[8192];
@@ -79,7 +79,9 @@ struct event_loop::impl {
       if (n <= 0) return;  // EAGAIN: drained
       for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
         const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
-        if (ev->mask & IN_Q_OVERFLOW) w->on_change("");
+        // The queue overflowed, or the folder itself went away (the watch ends): anything
+        // may have changed.
+        if (ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF)) w->on_change("");
         else if (ev->len > 0) w->on_change(ev->name);  // the name is NUL-padded
         at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
       }

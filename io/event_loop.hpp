@@ -87,7 +87,8 @@ class event_loop {
   /// thread when an entry is created, deleted, renamed (the atomic write of permissions.json
   /// renames a file over another), changes its attributes, or is closed after a write (not at
   /// every write: appends to a log beside it wake nobody); "" when the kernel dropped events
-  /// (anything may have changed). Watches end with stop().
+  /// or the folder itself was deleted or moved (anything may have changed). Watches end with
+  /// stop().
   void watch_directory(std::string dir, std::function<void(std::string)> on_change);
 
   /// Graceful stop: close every stdin, SIGTERM each group, SIGKILL after `grace_ms`, wait for

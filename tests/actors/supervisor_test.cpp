@@ -458,5 +458,9 @@ TEST_CASE_METHOD(runtime_fixture, "a directory watch reports renames and finishe
   seen->clear();
   fs::remove(dir / "permissions.json");
   CHECK(wait_for("permissions.json"));
+  // The folder moved away: "" (anything may have changed).
+  seen->clear();
+  fs::rename(dir, home.root / "moved");
+  CHECK(wait_for(""));
   ::close(log);
 }
