@@ -72,7 +72,7 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
   }, std::move(config));
   // The watch runs on the loop thread; it reaches the store only through its mailbox.
   loop->watch_directory(dir, [store](std::string filename) {
-    // "": events were lost, so the file may have changed.
+    // "": events were lost or the folder went away, so the file may have changed.
     if (filename.empty() || filename.rfind("permissions.json", 0) == 0) caf::anon_send(store, changed_atom::value);
   });
   return store;
