@@ -453,7 +453,7 @@ std::shared_ptr<event_loop::stdin_state> event_loop::find_stdin(std::uint64_t id
 
 void event_loop::write(std::uint64_t id, std::string bytes) {
   auto in = find_stdin(id);
-  if (!in) return post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });  // the loop drops them
+  if (!in) return;  // its stdin is closed (the process is gone or never started): nothing to write to
   // Held until the rest is queued, so that no later write overtakes these bytes.
   std::lock_guard<std::mutex> guard{in->lock};
   if (in->fd >= 0 && in->queued == 0) {

@@ -399,8 +399,8 @@ def test_ptrace_and_signals_to_the_outside_refused():
 
 
 def test_extensions_run_under_sched_batch():
-    # The launcher schedules every extension as SCHED_BATCH (docs/performance.md), and its
-    # children inherit it; the nice value is left alone.
+    # The launcher schedules every extension as SCHED_BATCH (docs/performance.md); the nice
+    # value is left alone.
     h = Home(approved=[])
     try:
         code, out, err = h.exec("python3", "-c", "import os; print(os.sched_getscheduler(0), os.SCHED_BATCH, os.nice(0))")
