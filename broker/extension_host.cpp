@@ -264,7 +264,7 @@ void extension_host::start() {
         spdlog::warn("extension {}: {}", info.name, reason);
         continue;
       }
-      registered_tool rt{info.name, tool, t, *required};
+      registered_tool rt{info.name, tool, *required};
       by_bare_name_[rt.name].push_back(rt);
       by_qualified_name_[info.name + "/" + rt.name] = rt;
     }

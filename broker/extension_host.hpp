@@ -23,11 +23,11 @@
 
 namespace dhara::broker {
 
-/// A tool the registry knows.
+/// A tool the registry knows. Every call carries a copy, so it holds only what a call needs:
+/// the declaration itself (schema and all) stays in the extension's `extension_info::tools`.
 struct registered_tool {
   std::string extension;
   std::string name;
-  nlohmann::json declaration;       ///< {name, description, parameters, capabilities?}
   policy::capability_set required;  ///< what a call needs approved (DESIGN §9 tool-call gate)
 };
 
