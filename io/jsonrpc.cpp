@@ -29,6 +29,46 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// Appends `value` as dump() writes it, without a serializer per call (nlohmann builds one,
+// with its locale lookup and buffer, for every dump): keys in the document's (sorted) order,
+// strings through policy::append_json_string. For valid UTF-8 without U+2028/U+2029 the bytes
+// are dump()'s; otherwise the same value once parsed (those two escaped, invalid UTF-8 as
+// \ufffd). Floating-point numbers, rare in a tool's input, are dump()'s own.
+void append_json(std::string& out, const json& value) {
+  switch (value.type()) {
+    case json::value_t::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const auto& [key, member] : value.get_ref<const json::object_t&>()) {
+        if (!first) out.push_back(',');
+        first = false;
+        policy::append_json_string(out, key);
+        out.push_back(':');
+        append_json(out, member);
+      }
+      out.push_back('}');
+      return;
+    }
+    case json::value_t::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const json& element : value.get_ref<const json::array_t&>()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_json(out, element);
+      }
+      out.push_back(']');
+      return;
+    }
+    case json::value_t::string: policy::append_json_string(out, value.get_ref<const std::string&>()); return;
+    case json::value_t::boolean: out += value.get<bool>() ? "true" : "false"; return;
+    case json::value_t::null: out += "null"; return;
+    case json::value_t::number_integer: out += std::to_string(value.get<std::int64_t>()); return;
+    case json::value_t::number_unsigned: out += std::to_string(value.get<std::uint64_t>()); return;
+    default: out += dump(value); return;  // floats, binary, discarded
+  }
+}
+
 // Members are looked up once; absent ones are null pointers.
 struct members {
   json* id = nullptr;
@@ -157,7 +197,7 @@ std::string encode_execute_request(std::int64_t id, std::string_view tool_call_i
   out += ",\"sessionId\":";
   policy::append_json_string(out, session_id);
   out += "},\"input\":";
-  out += dump(input);
+  append_json(out, input);
   out += ",\"toolCallId\":";
   policy::append_json_string(out, tool_call_id);
   out += ",\"toolName\":";

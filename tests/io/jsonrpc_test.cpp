@@ -107,6 +107,15 @@ TEST_CASE("the tools/execute line is the request a params document would give", 
   // Plain text: byte for byte the same line.
   CHECK(encode_execute_request(42, "call-1", "read", input, "/home/u/proj", "s-1") ==
         by_document(42, "call-1", "read", input, "/home/u/proj", "s-1"));
+  // Every JSON type in the input, escapes nlohmann writes short or as \u00XX, non-ASCII text,
+  // the extreme integers and floats: the same bytes as dump() (the input is written without it).
+  const json every_type = json::parse(R"({"a":[true,false,null,0,-1,9223372036854775807,-9223372036854775808,
+      18446744073709551615,1.5,-0.0,1e300,2.2250738585072014e-308,[],{},[[{"x":[]}]]],
+      "esc":"q\"b\\s\n\r\t\b\f\u0001\u001f\u007f /","text":"h\u00e9llo \u4e16\ud83d\ude00","":{"k":"v"}})");
+  CHECK(encode_execute_request(1, "c", "t", every_type, "/", "") == by_document(1, "c", "t", every_type, "/", ""));
+  CHECK(encode_execute_request(2, "c", "t", json::array({1, "x"}), "/", "") ==
+        by_document(2, "c", "t", json::array({1, "x"}), "/", ""));
+  CHECK(encode_execute_request(3, "c", "t", "plain", "/", "") == by_document(3, "c", "t", "plain", "/", ""));
   CHECK(encode_execute_request(7, "c", "t", json::object(), "/", "") ==
         R"({"jsonrpc":"2.0","id":7,"method":"tools/execute","params":{"context":{"cwd":"/","sessionId":""},"input":{},"toolCallId":"c","toolName":"t"}})");
   // Quotes, control characters, non-ASCII and invalid UTF-8: escaped differently, the same
