@@ -66,6 +66,9 @@ void flush(self_ptr self) {
   st.pending_bytes = 0;
   std::vector<waiter> waiters;
   waiters.swap(st.waiters);
+  // The next batch is likely as large: room for it now, not a regrowth per doubling.
+  st.pending.reserve(batch.size());
+  st.waiters.reserve(waiters.size());
   std::string why;
   std::uint64_t last = 0;
   if (!try_open(self)) {

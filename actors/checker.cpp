@@ -196,11 +196,14 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           s.replies.clear();
           std::vector<policy::audit_entry> batch;
           batch.swap(s.entries);
+          // The next round is likely as large: room for it now, not a regrowth per doubling.
+          s.replies.reserve(replies->size());
+          s.entries.reserve(batch.size());
           self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
               .then(
                   [replies](audit_ack& ack) {
                     for (auto& w : *replies) {
-                      if (ack.error.empty()) w.rp.deliver(w.outcome);
+                      if (ack.error.empty()) w.rp.deliver(std::move(w.outcome));
                       else w.rp.deliver(audit_failed(w, ack.error));
                     }
                   },
