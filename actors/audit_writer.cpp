@@ -12,8 +12,23 @@
 namespace dhara::actors {
 namespace {
 
+audit_ack audit_failure(const std::string& why);
+
+// A caller waiting for its entries to be written. It always gets an answer: a waiter dropped
+// undelivered (the writer ends) is told the entries were not confirmed, so its decisions are
+// denied rather than left waiting forever (CAF 0.17 answers nothing for a dropped promise).
+// Move-only: a copy would answer twice.
 struct waiter {
   caf::typed_response_promise<audit_ack> rp;
+
+  explicit waiter(caf::typed_response_promise<audit_ack> p) : rp(std::move(p)) {}
+  waiter(waiter&&) = default;
+  waiter& operator=(waiter&&) = default;
+  waiter(const waiter&) = delete;
+  waiter& operator=(const waiter&) = delete;
+  ~waiter() {
+    if (rp.pending()) rp.deliver(audit_failure("the audit writer stopped before the entries were confirmed"));
+  }
 };
 
 struct writer_state {
@@ -26,9 +41,23 @@ struct writer_state {
   bool flush_scheduled = false;
   bool failing = false;                    // reported once per failure streak
   static inline const char* name = "audit_writer";
-  // Entries released under durability none are still written when the writer ends.
+  // Whatever is pending when the writer ends is still written: entries released under
+  // durability none, and those whose callers wait (answered here with the outcome; a waiter
+  // not answered here is told the entries were not confirmed, see waiter).
   ~writer_state() {
-    if (log && !pending.empty()) (void)log->append(pending);
+    if (pending.empty() && waiters.empty()) return;
+    std::string why;
+    std::uint64_t last = 0;
+    if (!pending.empty()) {
+      if (!log) {
+        why = open_error.empty() ? "the audit log is not open" : open_error;
+      } else if (auto written = log->append(pending)) {
+        last = *written;
+      } else {
+        why = written.err().message;
+      }
+    }
+    for (auto& w : waiters) w.rp.deliver(why.empty() ? audit_ack{last, {}} : audit_failure(why));
   }
 };
 
@@ -117,7 +146,7 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
             }
             return rp;
           }
-          st.waiters.push_back({rp});
+          st.waiters.emplace_back(rp);
           if (!st.flush_scheduled) {
             // Queued behind every append already in the mailbox: they all join this batch.
             st.flush_scheduled = true;

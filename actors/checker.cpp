@@ -12,10 +12,31 @@
 namespace dhara::actors {
 namespace {
 
+// Said when a check's answer is dropped undelivered: the checker ended (the session stops)
+// while the check waited for the audit writer or a human.
+constexpr const char* checker_stopped = "the checker stopped before the decision was audited (dhara is shutting down)";
+
+struct waiting_reply;
+check_outcome audit_failed(const waiting_reply& w, const std::string& why);
+
+// A decided check waiting for its audit entries. Whoever asked always gets an answer: a reply
+// dropped undelivered (the checker ends while the writer still holds its entries) is a denial,
+// so a caller never waits forever on a checker that is gone (CAF 0.17 answers nothing for a
+// promise that is dropped). Move-only: a copy would answer twice.
 struct waiting_reply {
   caf::typed_response_promise<check_outcome> rp;
   check_outcome outcome;
   std::string first_capability;  // named when the audit fails: the denial says what was refused
+
+  waiting_reply(caf::typed_response_promise<check_outcome> p, check_outcome o, std::string first)
+      : rp(std::move(p)), outcome(std::move(o)), first_capability(std::move(first)) {}
+  waiting_reply(waiting_reply&&) = default;
+  waiting_reply& operator=(waiting_reply&&) = default;
+  waiting_reply(const waiting_reply&) = delete;
+  waiting_reply& operator=(const waiting_reply&) = delete;
+  ~waiting_reply() {
+    if (rp.pending()) rp.deliver(audit_failed(*this, checker_stopped));
+  }
 };
 
 // The denial that replaces an outcome whose entries could not be written.
@@ -78,6 +99,12 @@ struct pending_batch {
   caf::typed_response_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)
+  // Dropped undelivered (the checker ended while a human was asked): a denial, as above.
+  ~pending_batch() {
+    if (!rp.pending()) return;
+    std::string cap = next > 0 && next <= batch.checks.size() ? std::string(policy::to_string(batch.checks[next - 1].cap)) : "";
+    rp.deliver(check_outcome{false, std::move(cap), checker_stopped, policy::decider::failure, {}});
+  }
 };
 
 // The user's answer to a pending capability, as the decision that is audited.

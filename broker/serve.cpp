@@ -460,6 +460,8 @@ void send_to_server(const caf::actor& server, io::rpc_message message) {
 
 void stop_server(const caf::actor& server) { caf::anon_send(server, stop_atom::value); }
 
+void end_server(const caf::actor& server) { caf::anon_send_exit(server, caf::exit_reason::user_shutdown); }
+
 void input_closed(const caf::actor& server) { caf::anon_send(server, drain_atom::value); }
 
 }  // namespace dhara::broker

@@ -60,6 +60,11 @@ void send_to_server(const caf::actor& server, io::rpc_message message);
 /// Stops the server: every call still in flight is cancelled (the client gets -32004).
 void stop_server(const caf::actor& server);
 
+/// Ends the server actor once the session is over (after stop_server and the host's shutdown).
+/// A call it awaits holds handles to the server itself (as approver and progress sink), so a
+/// call left unanswered would keep it alive, and the actor system waits for every actor.
+void end_server(const caf::actor& server);
+
 /// EOF on the client's input: a shutdown. Calls in flight finish and are answered (questions
 /// nobody can answer any more deny), then `end(0)`.
 void input_closed(const caf::actor& server);

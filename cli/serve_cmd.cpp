@@ -181,6 +181,7 @@ int serve(const global_options& g, const std::string& mode) {
   if (open.s) {
     broker::stop_server(open.server);
     open.s->host->shutdown();  // every extension stopped before the exit code is returned
+    broker::end_server(open.server);
   }
   return code;
 }
