@@ -30,6 +30,12 @@ using json = nlohmann::json;
 // Runs argv (absolute argv[0]) without a shell and returns its first stdout line ("" on
 // any failure). Used once per interpreter per session.
 std::string first_line_of(const std::vector<std::string>& argv) {
+  // Everything the child needs is made before the fork: the session's threads already run,
+  // and one of them may hold the allocator's lock at the fork, so the child may only make
+  // async-signal-safe calls (a push_back there hung the child under ASan).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return {};
   pid_t pid = ::fork();
@@ -42,9 +48,6 @@ std::string first_line_of(const std::vector<std::string>& argv) {
     ::dup2(fds[1], 1);
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull >= 0) ::dup2(devnull, 0), ::dup2(devnull, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     ::execv(args[0], args.data());
     ::_exit(127);
   }

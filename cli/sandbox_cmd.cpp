@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,11 @@ int run_and_wait(const std::vector<std::string>& argv, const std::vector<std::st
     ::sigaction(SIGINT, &old_int, nullptr);
     ::sigaction(SIGQUIT, &old_quit, nullptr);
     ::execve(args[0], args.data(), envp.data());
-    std::fprintf(stderr, "dhara: cannot run %s\n", args[0]);
+    // Only async-signal-safe calls after the fork: write(2), not stdio.
+    const char* what = "dhara: cannot run ";
+    (void)!::write(2, what, std::strlen(what));
+    (void)!::write(2, args[0], std::strlen(args[0]));
+    (void)!::write(2, "\n", 1);
     ::_exit(126);
   }
   int status = 0;
