@@ -46,18 +46,24 @@ struct writer_state {
   // not answered here is told the entries were not confirmed, see waiter).
   ~writer_state() {
     if (pending.empty() && waiters.empty()) return;
-    std::string why;
     std::uint64_t last = 0;
-    if (!pending.empty()) {
-      if (!log) {
-        why = open_error.empty() ? "the audit log is not open" : open_error;
-      } else if (auto written = log->append(pending)) {
-        last = *written;
-      } else {
-        why = written.err().message;
-      }
-    }
-    for (auto& w : waiters) w.rp.deliver(why.empty() ? audit_ack{last, {}} : audit_failure(why));
+    std::string why = write(pending, last);
+    answer(waiters, last, why);
+  }
+
+  // Appends `batch` to the log: "" with `last` the last seq on disk, or why it was not written.
+  std::string write(std::vector<policy::audit_entry>& batch, std::uint64_t& last) {
+    if (batch.empty()) return {};
+    if (!log) return open_error.empty() ? "the audit log is not open" : open_error;
+    auto written = log->append(batch);
+    if (!written) return written.err().message;
+    last = *written;
+    return {};
+  }
+
+  // Tells each waiter how its entries went: confirmed up to `last`, or refused for `why`.
+  static void answer(std::vector<waiter>& ws, std::uint64_t last, const std::string& why) {
+    for (auto& w : ws) w.rp.deliver(why.empty() ? audit_ack{last, {}} : audit_failure(why));
   }
 };
 
@@ -98,25 +104,17 @@ void flush(self_ptr self) {
   // The next batch is likely as large: room for it now, not a regrowth per doubling.
   st.pending.reserve(batch.size());
   st.waiters.reserve(waiters.size());
-  std::string why;
   std::uint64_t last = 0;
-  if (!try_open(self)) {
-    why = st.open_error;
-  } else if (!batch.empty()) {
-    auto written = st.log->append(batch);
-    if (written) last = *written;
-    else why = written.err().message;
-  }
+  const std::string why = try_open(self) ? st.write(batch, last) : st.open_error;
   if (!why.empty()) {
     // Fail closed: every decision waiting on this batch is refused. Report once per streak.
     if (!st.failing) spdlog::error("the audit log cannot be written ({}); every check is denied until it can", why);
     st.failing = true;
-    for (auto& w : waiters) w.rp.deliver(audit_failure(why));
-    return;
+  } else {
+    if (st.failing) spdlog::warn("the audit log is writable again; checks resume");
+    st.failing = false;
   }
-  if (st.failing) spdlog::warn("the audit log is writable again; checks resume");
-  st.failing = false;
-  for (auto& w : waiters) w.rp.deliver(audit_ack{last, {}});
+  writer_state::answer(waiters, last, why);
 }
 
 }  // namespace
