@@ -368,6 +368,24 @@ struct audit_log::hasher {
   sha256_hasher sha;
 };
 
+struct audit_sync_handle::file {
+  int fd;
+  std::string path;
+  file(int f, std::string p) : fd(f), path(std::move(p)) {}
+  file(const file&) = delete;
+  file& operator=(const file&) = delete;
+  ~file() { ::close(fd); }
+};
+
+std::string audit_sync_handle::sync() const {
+  if (!file_) return {};
+  int rc;
+  do rc = ::fdatasync(file_->fd);
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0) return {};
+  return io_error("fdatasync", file_->path, errno).message;
+}
+
 audit_log::audit_log(std::string dir, audit_log_options options)
     : dir_(std::move(dir)),
       path_(join(dir_, current_name)),
@@ -390,7 +408,10 @@ audit_log::audit_log(audit_log&& other) noexcept
       broken_(std::move(other.broken_)),
       hasher_(std::move(other.hasher_)),
       batch_(std::move(other.batch_)),
-      cuts_(std::move(other.cuts_)) {
+      cuts_(std::move(other.cuts_)),
+      current_(std::move(other.current_)),
+      unsynced_(std::move(other.unsynced_)),
+      append_start_(std::move(other.append_start_)) {
   std::memcpy(last_hash_, other.last_hash_, sizeof last_hash_);
 }
 
@@ -412,6 +433,9 @@ audit_log& audit_log::operator=(audit_log&& other) noexcept {
   hasher_ = std::move(other.hasher_);
   batch_ = std::move(other.batch_);
   cuts_ = std::move(other.cuts_);
+  current_ = std::move(other.current_);
+  unsynced_ = std::move(other.unsynced_);
+  append_start_ = std::move(other.append_start_);
   return *this;
 }
 
@@ -441,6 +465,7 @@ policy::result<audit_log> audit_log::open(std::string dir, audit_log_options opt
 
 std::optional<error> audit_log::open_current() {
   close_fd(fd_);
+  current_ = {};
   // O_NOFOLLOW: a symlink planted as audit.jsonl must not redirect the trail elsewhere;
   // O_NONBLOCK: nor may a planted FIFO block the open (it is refused below).
   fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
@@ -584,6 +609,7 @@ std::optional<error> audit_log::rotate() {
     return io_error("stat", path_, err);
   }
   close_fd(fd_);
+  current_ = {};
   fd_ = fd;
   ino_ = st.st_ino;
   dev_ = st.st_dev;
@@ -593,9 +619,9 @@ std::optional<error> audit_log::rotate() {
   return std::nullopt;
 }
 
-// One write(2) (looping only on partial writes) of batch_[begin, end), then fdatasync in
-// fsync durability. On failure the file is cut back to its size before the segment.
-std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end) {
+// One write(2) (looping only on partial writes) of batch_[begin, end), then fdatasync when
+// `sync`. On failure the file is cut back to its size before the segment.
+std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end, bool sync) {
   const std::uint64_t before = size_;
   const char* p = batch_.data() + begin;
   std::size_t left = end - begin;
@@ -614,7 +640,7 @@ std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (err == 0 && options_.durability == policy::audit_durability::fsync) {
+  if (err == 0 && sync) {
     int rc;
     do rc = ::fdatasync(fd_);
     while (rc != 0 && errno == EINTR);
@@ -625,7 +651,7 @@ std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end
     return std::nullopt;
   }
   const bool synced = left == 0;  // the write went through; fdatasync failed
-  if (left != end - begin || options_.durability == policy::audit_durability::fsync) {
+  if (left != end - begin || synced) {
     // No torn line may stay: the next append would glue its line onto it.
     int rc;
     do rc = ::ftruncate(fd_, static_cast<off_t>(before));
@@ -638,12 +664,24 @@ std::optional<error> audit_log::write_segment(std::size_t begin, std::size_t end
   return io_error(synced ? "fdatasync" : "write the audit trail to", path_, err);
 }
 
-policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> entries) {
+// The current file on a descriptor of its own, for a deferred sync; false when it cannot be
+// had (no descriptor left): the caller syncs at once instead.
+bool audit_log::share_current_file() {
+  if (current_) return true;
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return false;
+  current_.file_ = std::make_shared<const audit_sync_handle::file>(fd, path_);
+  return true;
+}
+
+policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> entries, audit_sync sync) {
+  unsynced_ = {};
   if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
   if (entries.empty()) return last_seq_;
   const file_lock lock(lock_fd_);
   if (lock.error_number() != 0) return io_error("lock", join(dir_, lock_name), lock.error_number());
   if (auto err = sync_with_disk()) return std::move(*err);
+  append_start_ = {ino_, dev_, size_, last_seq_, std::string(last_hash_, sizeof last_hash_)};
 
   // Serialize and chain the whole batch, noting where rotations go: before a line that would
   // take a non-empty audit.jsonl past max_bytes, so a file exceeds it only by a lone line
@@ -680,13 +718,18 @@ policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> e
 
   // One segment per file, each one write(2). After each, the in-memory chain is what is on
   // disk; only the first segment can be empty (its first line already needs a new file).
+  const bool fsync = options_.durability == policy::audit_durability::fsync;
   std::size_t begin = 0;
   std::uint64_t written = 0;  // entries of this batch on disk so far
   for (std::size_t i = 0; i < cuts_.size(); ++i) {
     const auto [end, end_seq] = cuts_[i];
     std::optional<error> err;
     if (i > 0) err = rotate();
-    if (!err && end > begin) err = write_segment(begin, end);
+    // Only the last file's sync can wait: a rotated file is never written again.
+    const bool last = i + 1 == cuts_.size();
+    const bool defer = fsync && last && sync == audit_sync::deferred && share_current_file();
+    if (!err && end > begin) err = write_segment(begin, end, fsync && !defer);
+    if (!err && defer && end > begin) unsynced_ = current_;
     if (err) {
       if (written > 0) {
         err->message += "; the batch's first " + std::to_string(written) + " entries (seq " +
@@ -703,6 +746,33 @@ policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> e
     begin = end;
   }
   return last_seq_;
+}
+
+std::optional<error> audit_log::roll_back(const audit_checkpoint& from) {
+  unsynced_ = {};
+  if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
+  const file_lock lock(lock_fd_);
+  struct stat st;
+  const bool same = lock.error_number() == 0 && ::stat(path_.c_str(), &st) == 0 && st.st_ino == ino_ &&
+                    st.st_dev == dev_ && ino_ == from.ino && dev_ == from.dev &&
+                    static_cast<std::uint64_t>(st.st_size) == size_ && from.size <= size_ &&
+                    from.hash.size() == sizeof last_hash_;
+  int rc = -1;
+  if (same) {
+    do rc = ::ftruncate(fd_, static_cast<off_t>(from.size));
+    while (rc != 0 && errno == EINTR);
+  }
+  if (rc != 0) {
+    broken_ = "lines of " + path_ + " that were never confirmed durable could not be cut away (" +
+              (same ? errno_text(errno) : std::string("the file was rotated or appended to since")) +
+              "); reopen the audit log";
+    return make_error(errc::invalid_value, broken_);
+  }
+  ::fdatasync(fd_);  // best effort: the size is what the next append's sync makes durable anyway
+  size_ = from.size;
+  last_seq_ = from.seq;
+  std::memcpy(last_hash_, from.hash.data(), sizeof last_hash_);
+  return std::nullopt;
 }
 
 // ---- verification ----------------------------------------------------------------------

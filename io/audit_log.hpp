@@ -30,6 +30,43 @@ struct audit_log_options {
                                         ///< (0 counts as 1: rotation never deletes the trail)
 };
 
+/// When an append in fsync durability makes its lines durable.
+enum class audit_sync {
+  now,       ///< fdatasync before append() returns
+  deferred,  ///< the last file's fdatasync is left to the caller (audit_log::sync_handle()),
+             ///< who may run it on another thread while the log goes on writing, and must
+             ///< release nothing on these lines before it succeeded
+};
+
+/// The file an append left unsynced, open on a descriptor of its own, so that another thread
+/// can make its lines durable while the log goes on writing, even after a rotation renamed
+/// the file. Copies share the descriptor; the last one closes it. Empty: nothing to sync.
+class audit_sync_handle {
+ public:
+  audit_sync_handle() = default;
+  explicit operator bool() const { return file_ != nullptr; }
+  /// fdatasync (retried on EINTR): "" once every line written to the file so far is on
+  /// disk, else why not, naming the file. "" for an empty handle.
+  std::string sync() const;
+  /// The same file, opened by the same log.
+  bool same_file(const audit_sync_handle& other) const { return file_ == other.file_; }
+
+ private:
+  friend class audit_log;
+  struct file;
+  std::shared_ptr<const file> file_;
+};
+
+/// Where the chain ended just before an append's lines: what audit_log::roll_back() cuts
+/// back to.
+struct audit_checkpoint {
+  std::uint64_t ino = 0;   ///< the file the append started in
+  std::uint64_t dev = 0;
+  std::uint64_t size = 0;  ///< its size before the append
+  std::uint64_t seq = 0;   ///< the chain's last seq and hash before the append
+  std::string hash;
+};
+
 /// The audit trail of one DHARA_HOME, open for appending. Move-only; not thread-safe (one
 /// owner, the audit writer actor).
 ///
@@ -66,7 +103,26 @@ class audit_log {
   /// what is on disk, so a later append continues the chain. When a large batch spans a
   /// rotation, the lines before the failing segment stay written (the error says how many).
   /// If a failed write cannot be undone, every later append fails until the log is reopened.
-  policy::result<std::uint64_t> append(std::span<policy::audit_entry> entries);
+  ///
+  /// With audit_sync::deferred (meaningful in fsync durability only) the lines of the last
+  /// file are written but not synced: sync_handle() says what to sync. Segments before a
+  /// rotation are synced at once, so syncing the handles of every unsynced append is enough.
+  policy::result<std::uint64_t> append(std::span<policy::audit_entry> entries,
+                                       audit_sync sync = audit_sync::now);
+
+  /// After a successful append: the file whose lines it left unsynced (empty when it synced
+  /// them, or when the durability is not fsync).
+  const audit_sync_handle& sync_handle() const { return unsynced_; }
+
+  /// After a successful append: where the chain ended just before its lines.
+  const audit_checkpoint& last_append_start() const { return append_start_; }
+
+  /// A deferred sync failed, so the lines written since `from` (a last_append_start()) may
+  /// not be on disk: cuts them away, so that the trail keeps no entry whose decision was not
+  /// confirmed, and the chain continues from `from`. Possible only while audit.jsonl is the
+  /// file `from` points into and no other process appended since; otherwise returns why, and
+  /// every later append fails until the log is reopened.
+  std::optional<policy::error> roll_back(const audit_checkpoint& from);
 
   /// `seq` of the last line on disk (0: no audit yet).
   std::uint64_t last_seq() const { return last_seq_; }
@@ -91,7 +147,8 @@ class audit_log {
   std::optional<policy::error> recover_tail();
   std::optional<policy::error> sync_with_disk();
   std::optional<policy::error> rotate();
-  std::optional<policy::error> write_segment(std::size_t begin, std::size_t end);
+  std::optional<policy::error> write_segment(std::size_t begin, std::size_t end, bool sync);
+  bool share_current_file();
   std::optional<policy::error> sync_dir();
   void close_fds();
 
@@ -112,6 +169,9 @@ class audit_log {
   // Ends of the batch's file segments in batch_, each with the seq of its last line: a
   // rotation goes between two segments.
   std::vector<std::pair<std::size_t, std::uint64_t>> cuts_;
+  audit_sync_handle current_;     // fd_ shared for deferred syncs (made on first need)
+  audit_sync_handle unsynced_;    // what the last append left unsynced
+  audit_checkpoint append_start_;
 };
 
 /// What verify_audit found.

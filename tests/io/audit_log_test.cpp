@@ -821,3 +821,84 @@ TEST_CASE("verify is consistent while another process appends and rotates", "[io
   CHECK(v->ok);
   CHECK(v->last_seq == 10 + 300 * 37);
 }
+
+TEST_CASE("a deferred sync is left to the caller, and unconfirmed lines can be cut away", "[io][audit]") {
+  temp_dir dir;
+  const audit_log_options fsync{audit_durability::fsync, 104857600, 5};
+
+  SECTION("only fsync durability with audit_sync::deferred leaves a file to sync") {
+    audit_log log = open_log(dir, fsync);
+    std::vector<audit_entry> a = make_entries(0, 10);
+    REQUIRE(log.append(a, dhara::io::audit_sync::deferred));
+    REQUIRE(log.sync_handle());
+    CHECK(lines_of(log.path()).size() == 10);  // written at once, synced by the caller
+    CHECK(log.sync_handle().sync().empty());
+    CHECK(log.last_append_start().seq == 0);
+    const dhara::io::audit_sync_handle first = log.sync_handle();
+    const std::size_t size_a = read_all(log.path()).size();
+    std::vector<audit_entry> b = make_entries(10, 5);
+    REQUIRE(log.append(b, dhara::io::audit_sync::deferred));
+    CHECK(log.sync_handle().same_file(first));  // one descriptor per file, not one per batch
+    CHECK(log.last_append_start().seq == 10);
+    CHECK(log.last_append_start().size == size_a);
+    CHECK(log.last_append_start().hash == hash_field(lines_of(log.path())[9]));
+    std::vector<audit_entry> c = make_entries(15, 5);
+    REQUIRE(log.append(c));  // audit_sync::now
+    CHECK_FALSE(log.sync_handle());
+
+    temp_dir other;
+    audit_log plain = open_log(other);  // durability write: nothing is ever synced
+    std::vector<audit_entry> d = make_entries(0, 3);
+    REQUIRE(plain.append(d, dhara::io::audit_sync::deferred));
+    CHECK_FALSE(plain.sync_handle());
+  }
+
+  SECTION("a roll back cuts every line since the checkpoint, and the chain goes on") {
+    audit_log log = open_log(dir, fsync);
+    append_ok(log, make_entries(0, 5));
+    const std::string confirmed = read_all(log.path());
+    std::vector<audit_entry> a = make_entries(5, 10);
+    REQUIRE(log.append(a, dhara::io::audit_sync::deferred));
+    const dhara::io::audit_checkpoint from = log.last_append_start();
+    std::vector<audit_entry> b = make_entries(15, 7);
+    REQUIRE(log.append(b, dhara::io::audit_sync::deferred));  // a second batch written on top
+    CHECK(lines_of(log.path()).size() == 22);
+    CHECK_FALSE(log.roll_back(from).has_value());
+    CHECK(read_all(log.path()) == confirmed);
+    CHECK(log.last_seq() == 5);
+    CHECK(append_ok(log, make_entries(5, 3)) == 8);
+    CHECK(python_verify(dir) == "OK 8 8 from-start");
+  }
+
+  SECTION("a roll back refuses when another process appended since, and appends then fail") {
+    audit_log session = open_log(dir, fsync);
+    append_ok(session, make_entries(0, 5));
+    std::vector<audit_entry> a = make_entries(5, 4);
+    REQUIRE(session.append(a, dhara::io::audit_sync::deferred));
+    const dhara::io::audit_checkpoint from = session.last_append_start();
+    audit_log cli = open_log(dir, fsync);
+    append_ok(cli, make_entries(9, 2));  // `dhara config permissions …` meanwhile
+    const std::string before = read_all(session.path());
+    auto err = session.roll_back(from);
+    REQUIRE(err.has_value());
+    CHECK(err->message.find("could not be cut away") != std::string::npos);
+    CHECK(read_all(session.path()) == before);  // the other process's lines stay
+    std::vector<audit_entry> more = make_entries(11, 1);
+    auto r = session.append(more);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().message.find("reopen the audit log") != std::string::npos);
+    CHECK(python_verify(dir) == "OK 11 11 from-start");
+  }
+
+  SECTION("a roll back refuses once the file rotated") {
+    audit_log log = open_log(dir, {audit_durability::fsync, 4096, 10});
+    std::vector<audit_entry> a = make_entries(0, 3);
+    REQUIRE(log.append(a, dhara::io::audit_sync::deferred));
+    const dhara::io::audit_checkpoint from = log.last_append_start();
+    std::vector<audit_entry> b = make_entries(3, 40);
+    REQUIRE(log.append(b, dhara::io::audit_sync::deferred));
+    REQUIRE(fs::exists(dir.file("audit.1.jsonl")));
+    CHECK(log.roll_back(from).has_value());
+    CHECK(python_verify(dir) == "OK 43 43 from-start");
+  }
+}
