@@ -1,7 +1,9 @@
 // The audit writer actor (see audit_writer.hpp).
 #include "actors/audit_writer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -9,8 +11,30 @@
 
 #include "io/audit_log.hpp"
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dhara::io::audit_sync_handle>)
+
 namespace dhara::actors {
 namespace {
+
+using audit_sync_atom = caf::atom_constant<caf::atom("auditsync")>;
+
+/// fsync durability: makes the given files' lines durable on a thread of its own, so that the
+/// writer serializes and hashes the next batch while the disk takes the last one (and no
+/// scheduler worker blocks in fdatasync). Answers "" or why a sync failed.
+using syncer_actor =
+    caf::typed_actor<caf::replies_to<audit_sync_atom, std::vector<io::audit_sync_handle>>::with<std::string>>;
+
+syncer_actor::behavior_type syncer_behavior() {
+  return {
+      [](audit_sync_atom, const std::vector<io::audit_sync_handle>& files) {
+        std::string why;
+        for (const auto& f : files) {
+          if (std::string e = f.sync(); !e.empty() && why.empty()) why = std::move(e);
+        }
+        return why;
+      },
+  };
+}
 
 audit_ack audit_failure(const std::string& why);
 
@@ -31,6 +55,14 @@ struct waiter {
   }
 };
 
+// A batch written in fsync durability whose sync has not yet succeeded: its callers wait.
+struct unsynced_batch {
+  std::vector<waiter> waiters;
+  std::uint64_t last = 0;           // its last seq
+  io::audit_checkpoint start;       // where the chain ended before it
+  io::audit_sync_handle file;       // what to sync
+};
+
 struct writer_state {
   audit_writer_config cfg;
   std::optional<io::audit_log> log;
@@ -38,27 +70,48 @@ struct writer_state {
   std::vector<policy::audit_entry> pending;
   std::size_t pending_bytes = 0;
   std::vector<waiter> waiters;             // answered after the next flush
+  std::deque<unsynced_batch> unsynced;     // fsync durability, oldest first
+  std::size_t syncing = 0;                 // the first `syncing` of them are being synced now
+  syncer_actor syncer;                     // made at the first deferred sync
   bool flush_scheduled = false;
   bool failing = false;                    // reported once per failure streak
   static inline const char* name = "audit_writer";
   // Whatever is pending when the writer ends is still written: entries released under
   // durability none, and those whose callers wait (answered here with the outcome; a waiter
-  // not answered here is told the entries were not confirmed, see waiter).
+  // not answered here is told the entries were not confirmed, see waiter). Unsynced batches
+  // are synced here, on this thread.
   ~writer_state() {
+    if (syncer) caf::anon_send_exit(syncer, caf::exit_reason::user_shutdown);
+    std::string why;
+    for (const auto& b : unsynced) {
+      if (std::string e = b.file.sync(); why.empty()) why = std::move(e);
+    }
+    for (auto& b : unsynced) answer(b.waiters, b.last, why);
     if (pending.empty() && waiters.empty()) return;
     std::uint64_t last = 0;
-    std::string why = write(pending, last);
+    why = write(pending, last, io::audit_sync::now);
     answer(waiters, last, why);
   }
 
   // Appends `batch` to the log: "" with `last` the last seq on disk, or why it was not written.
-  std::string write(std::vector<policy::audit_entry>& batch, std::uint64_t& last) {
+  std::string write(std::vector<policy::audit_entry>& batch, std::uint64_t& last, io::audit_sync sync) {
     if (batch.empty()) return {};
     if (!log) return open_error.empty() ? "the audit log is not open" : open_error;
-    auto written = log->append(batch);
+    auto written = log->append(batch, sync);
     if (!written) return written.err().message;
     last = *written;
     return {};
+  }
+
+  // Logs the start and the end of a failure streak, once each.
+  void report(const std::string& why) {
+    if (!why.empty()) {
+      if (!failing) spdlog::error("the audit log cannot be written ({}); every check is denied until it can", why);
+      failing = true;
+    } else {
+      if (failing) spdlog::warn("the audit log is writable again; checks resume");
+      failing = false;
+    }
   }
 
   // Tells each waiter how its entries went: confirmed up to `last`, or refused for `why`.
@@ -68,6 +121,9 @@ struct writer_state {
 };
 
 using self_ptr = audit_writer_actor::stateful_pointer<writer_state>;
+
+void start_sync(self_ptr self);
+void synced(self_ptr self, const std::string& why);
 
 std::size_t rough_size(const policy::audit_entry& e) {
   std::size_t n = 200 + e.extension.size() + e.capability.size() + e.reason.size() + e.tool.size();
@@ -105,16 +161,59 @@ void flush(self_ptr self) {
   st.pending.reserve(batch.size());
   st.waiters.reserve(waiters.size());
   std::uint64_t last = 0;
-  const std::string why = try_open(self) ? st.write(batch, last) : st.open_error;
-  if (!why.empty()) {
-    // Fail closed: every decision waiting on this batch is refused. Report once per streak.
-    if (!st.failing) spdlog::error("the audit log cannot be written ({}); every check is denied until it can", why);
-    st.failing = true;
-  } else {
-    if (st.failing) spdlog::warn("the audit log is writable again; checks resume");
-    st.failing = false;
+  // fsync durability: the batch's sync runs on the syncer while the next batch is built.
+  const auto sync = st.cfg.durability == policy::audit_durability::fsync ? io::audit_sync::deferred
+                                                                          : io::audit_sync::now;
+  const std::string why = try_open(self) ? st.write(batch, last, sync) : st.open_error;
+  if (why.empty() && !batch.empty() && st.log->sync_handle()) {
+    st.unsynced.push_back({std::move(waiters), last, st.log->last_append_start(), st.log->sync_handle()});
+    start_sync(self);
+    return;
   }
+  // Fail closed: every decision waiting on a batch that was not written is refused.
+  st.report(why);
   writer_state::answer(waiters, last, why);
+}
+
+// Syncs every batch written and not yet synced, unless a sync runs already (then those
+// written meanwhile go together after it: group commit).
+void start_sync(self_ptr self) {
+  auto& st = self->state;
+  if (st.syncing > 0 || st.unsynced.empty()) return;
+  if (!st.syncer) st.syncer = self->spawn<caf::detached>(syncer_behavior);
+  std::vector<io::audit_sync_handle> files;
+  for (const auto& b : st.unsynced) {
+    if (std::none_of(files.begin(), files.end(), [&](const auto& f) { return f.same_file(b.file); })) {
+      files.push_back(b.file);
+    }
+  }
+  st.syncing = st.unsynced.size();
+  self->request(st.syncer, caf::infinite, audit_sync_atom::value, std::move(files))
+      .then([=](std::string& why) { synced(self, why); },
+            [=](caf::error& e) { synced(self, "the audit sync thread failed: " + self->system().render(e)); });
+}
+
+// The sync of the first `syncing` unsynced batches ended: "" (their callers are answered) or
+// why it failed. Then every batch written after them chains on lines that may be lost: all
+// are refused and cut away, so the trail keeps no entry whose decision was not released.
+void synced(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  const std::size_t n = std::exchange(st.syncing, 0);
+  if (why.empty()) {
+    for (std::size_t i = 0; i < n && !st.unsynced.empty(); ++i) {
+      writer_state::answer(st.unsynced.front().waiters, st.unsynced.front().last, "");
+      st.unsynced.pop_front();
+    }
+    st.report("");
+    start_sync(self);
+    return;
+  }
+  st.report(why);
+  if (st.log && !st.unsynced.empty()) {
+    if (auto err = st.log->roll_back(st.unsynced.front().start)) spdlog::error("audit: {}", err->message);
+  }
+  for (auto& b : st.unsynced) writer_state::answer(b.waiters, 0, why);
+  st.unsynced.clear();
 }
 
 }  // namespace

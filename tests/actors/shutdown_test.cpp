@@ -108,12 +108,16 @@ TEST_CASE("a check waiting for a human is denied when the checker ends", "[runti
 TEST_CASE("entries pending when the audit writer ends are written and their callers answered", "[runtime][shutdown]") {
   testing::temp_home home;
   std::vector<actors::audit_ack> acks;
+  // fsync: batches may also be written and waiting for their sync on the syncer thread.
+  const auto durability = GENERATE(policy::audit_durability::write, policy::audit_durability::fsync);
+  CAPTURE(policy::to_string(durability));
   {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
     actors::audit_writer_config wc;
     wc.dhara_home = home.dhara_home().string();
+    wc.durability = durability;
     auto writer = actors::spawn_audit_writer(sys, wc);
     actors::check_batch batch = fetch("web-tools", "c-3");
     const policy::decision allowed{policy::verdict_kind::allow, {}, policy::decider::rule, {}};

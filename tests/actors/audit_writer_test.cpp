@@ -1,0 +1,110 @@
+// The audit writer actor under load: every append is answered once, only after its entries are
+// on disk (in fsync durability, after the syncer thread synced them while the writer went on
+// with the next batches), and the answer's seq covers the caller's own entries.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/audit_writer.hpp"
+#include "io/audit_log.hpp"
+#include "policy/settings.hpp"
+#include "support/extension_fixture.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+
+namespace {
+
+policy::audit_entry entry_for(const std::string& call_id) {
+  policy::audit_entry e;
+  e.timestamp_ms = 1764547200000;
+  e.extension = "web-tools";
+  e.capability = "network:fetch";
+  e.action = policy::audit_action::allowed;
+  e.decided_by = policy::decider::rule;
+  e.details = {{"url", "https://api.example.com/v1"}};
+  e.tool = "fetch";
+  e.tool_call_id = call_id;
+  e.session = "s-1";
+  return e;
+}
+
+// seq of every line of the trail by its toolCallId.
+std::map<std::string, std::uint64_t> seqs_by_call(const std::string& path) {
+  std::map<std::string, std::uint64_t> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto id_at = line.find(R"("toolCallId":")");
+    const auto seq_at = line.find(R"("seq":)");
+    REQUIRE(id_at != std::string::npos);
+    REQUIRE(seq_at != std::string::npos);
+    const auto id_start = id_at + 14;
+    out[line.substr(id_start, line.find('"', id_start) - id_start)] = std::stoull(line.substr(seq_at + 6));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every append is answered once its entries are written, with a seq that covers them", "[runtime][audit]") {
+  const auto durability = GENERATE(policy::audit_durability::write, policy::audit_durability::fsync);
+  CAPTURE(policy::to_string(durability));
+  testing::temp_home home;
+  constexpr int appends = 2000, window = 64, per_append = 3;
+  std::map<std::string, std::uint64_t> acked;  // call id -> last seq of its append's answer
+  {
+    caf::actor_system_config cfg;
+    cfg.set("scheduler.max-threads", 2);
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+    actors::audit_writer_config wc;
+    wc.dhara_home = home.dhara_home().string();
+    wc.durability = durability;
+    wc.max_bytes = 256 * 1024;  // rotations happen under load too
+    wc.keep = 100;
+    auto writer = actors::spawn_audit_writer(sys, wc);
+    using handle = decltype(self->request(writer, 10s, actors::append_atom::value, std::vector<policy::audit_entry>{}));
+    std::deque<std::pair<int, handle>> out;
+    int sent = 0;
+    auto send = [&] {
+      std::vector<policy::audit_entry> entries;
+      for (int k = 0; k < per_append; ++k) entries.push_back(entry_for("c-" + std::to_string(sent) + "-" + std::to_string(k)));
+      out.emplace_back(sent++, self->request(writer, 10s, actors::append_atom::value, std::move(entries)));
+    };
+    while (sent < window) send();
+    while (!out.empty()) {
+      auto [n, h] = std::move(out.front());
+      out.pop_front();
+      h.receive(
+          [&, n = n](actors::audit_ack& a) {
+            CHECK(a.error.empty());
+            acked["c-" + std::to_string(n)] = a.last_seq;
+          },
+          [&](caf::error& e) { FAIL("an append was not answered: " << sys.render(e)); });
+      if (sent < appends) send();
+    }
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+    self->wait_for(writer);
+  }
+  REQUIRE(acked.size() == appends);
+  auto v = io::verify_audit(home.dhara_home().string());
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->lines == appends * per_append);
+  CHECK(v->files.size() > 2);  // it rotated
+  std::map<std::string, std::uint64_t> seqs;
+  for (const auto& f : v->files) seqs.merge(seqs_by_call(f));
+  REQUIRE(seqs.size() == appends * per_append);
+  int covered = 0;
+  for (const auto& [call, last] : acked) {
+    for (int k = 0; k < per_append; ++k) covered += seqs.at(call + "-" + std::to_string(k)) <= last;
+  }
+  CHECK(covered == appends * per_append);  // no caller was answered before its own entries were written
+}
