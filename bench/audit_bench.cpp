@@ -1,7 +1,9 @@
 // Audit writer throughput on disk (DESIGN §7: >= 2 M lines/s in `write`, >= 1.5 M/s in
 // `fsync`): io::audit_log::append with batches of 1024 typical entries (8192 for one fsync
 // case), next to raw write(2)s of the very same line bytes in 64 KiB buffers measured in the
-// same run, without and with fdatasync every 10 ms. Google Benchmark, real time; each
+// same run, without and with fdatasync every 10 ms; and the audit writer actor that a session
+// runs (appends answered when durable; in fsync durability its syncs overlap the next batch's
+// serialization). Google Benchmark, real time; each
 // benchmark is repeated 3 times and the summary uses the medians (the machines are noisy).
 // The default rotation (100 MiB × 5) is part of what is measured. The CPU part of one line
 // (serialize, SHA-256) is dhara_bench_audit_line.
@@ -21,6 +23,12 @@
 #include <string>
 #include <vector>
 
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <deque>
+
+#include "actors/audit_writer.hpp"
 #include "audit_entries.hpp"
 #include "io/audit_log.hpp"
 #include "bench/ratio_reporter.hpp"
@@ -113,6 +121,59 @@ BENCHMARK(BM_AuditLog_Append)
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond);
 
+caf::actor_system* the_system = nullptr;  // set in main: 2 threads, as a session on this machine
+
+// The audit writer actor as a session runs it: one caller keeps 64 appends of 128 entries (a
+// checker's batch under load) in flight; an iteration is 64 answered appends, 8192 lines. An
+// answer means the lines are as durable as configured (fsync: synced), so this is what a
+// checker waits for. range(0): 1 = write, 2 = fsync.
+void BM_AuditWriter_Actor(benchmark::State& state) {
+  constexpr std::size_t per_append = 128, window = 64;
+  caf::actor_system& sys = *the_system;
+  const std::string dir = root + "/writer";
+  fs::remove_all(dir);
+  dhara::actors::audit_writer_config wc;
+  wc.dhara_home = dir;
+  wc.durability = state.range(0) == 2 ? audit_durability::fsync : audit_durability::write;
+  auto writer = dhara::actors::spawn_audit_writer(sys, wc);
+  const auto entries = dhara::bench::typical_audit_entries(per_append);
+  std::string error;
+  {
+    caf::scoped_actor self{sys};
+    using handle = decltype(self->request(writer, caf::infinite, dhara::actors::append_atom::value, entries));
+    std::deque<handle> out;
+    auto send = [&] { out.push_back(self->request(writer, caf::infinite, dhara::actors::append_atom::value, entries)); };
+    auto wait_oldest = [&] {
+      out.front().receive(
+          [&](dhara::actors::audit_ack& a) {
+            if (!a.error.empty() && error.empty()) error = a.error;
+          },
+          [&](caf::error& e) { error = sys.render(e); });
+      out.pop_front();
+    };
+    for (std::size_t i = 0; i < window; ++i) send();
+    for (auto _ : state) {
+      for (std::size_t i = 0; i < window; ++i) {
+        wait_oldest();
+        send();
+      }
+    }
+    while (!out.empty()) wait_oldest();
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+    self->wait_for(writer);
+  }
+  if (!error.empty()) state.SkipWithError(error.c_str());
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(per_append * window));
+  fs::remove_all(dir);
+}
+BENCHMARK(BM_AuditWriter_Actor)
+    ->ArgName("durability")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->Unit(benchmark::kMillisecond);
+
 // Raw baseline: the same bytes, one write(2) per <= 64 KiB chunk; range(0) = 1 adds an
 // fdatasync whenever 10 ms have passed (group commit). One iteration is one batch of 1024
 // lines. Truncated at 100 MiB, as rotation bounds the audit file.
@@ -179,6 +240,8 @@ class report : public dhara::bench::ratio_reporter {
     row("raw write + fdatasync every 10 ms", raw_sync, 0, 0);
     row("dhara append, durability fsync", rate_prefix("BM_AuditLog_Append/durability:2/batch:1024"), raw_sync, 1.5e6);
     row("dhara append, fsync, batches of 8192", rate_prefix("BM_AuditLog_Append/durability:2/batch:8192"), raw_sync, 0);
+    row("audit writer actor, durability write", rate_prefix("BM_AuditWriter_Actor/durability:1"), raw, 2e6);
+    row("audit writer actor, durability fsync", rate_prefix("BM_AuditWriter_Actor/durability:2"), raw_sync, 1.5e6);
   }
 };
 
@@ -208,8 +271,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("audit bench: files in %s\n", root.c_str());
-  report reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  spdlog::set_level(spdlog::level::warn);
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  {
+    caf::actor_system sys{cfg};
+    the_system = &sys;
+    report reporter;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+    the_system = nullptr;
+  }
   benchmark::Shutdown();
   if (own_root) fs::remove_all(root);
   return 0;
