@@ -24,7 +24,9 @@ using audit_sync_atom = caf::atom_constant<caf::atom("auditsync")>;
 using syncer_actor =
     caf::typed_actor<caf::replies_to<audit_sync_atom, std::vector<io::audit_sync_handle>>::with<std::string>>;
 
-syncer_actor::behavior_type syncer_behavior() {
+// The folder argument is unused: CAF 0.17 dereferences a null argument tuple when an actor is
+// spawned from a function without arguments (UBSan reports it), so the syncer gets one.
+syncer_actor::behavior_type syncer_behavior(syncer_actor::pointer, const std::string& /*audit folder*/) {
   return {
       [](audit_sync_atom, const std::vector<io::audit_sync_handle>& files) {
         std::string why;
@@ -79,14 +81,15 @@ struct writer_state {
   // Whatever is pending when the writer ends is still written: entries released under
   // durability none, and those whose callers wait (answered here with the outcome; a waiter
   // not answered here is told the entries were not confirmed, see waiter). Unsynced batches
-  // are synced here, on this thread.
+  // are synced here, on this thread, and refused and cut away if that fails (refuse_unsynced).
   ~writer_state() {
     if (syncer) caf::anon_send_exit(syncer, caf::exit_reason::user_shutdown);
     std::string why;
     for (const auto& b : unsynced) {
       if (std::string e = b.file.sync(); why.empty()) why = std::move(e);
     }
-    for (auto& b : unsynced) answer(b.waiters, b.last, why);
+    if (!why.empty()) refuse_unsynced(why);
+    for (auto& b : unsynced) answer(b.waiters, b.last, "");
     if (pending.empty() && waiters.empty()) return;
     std::uint64_t last = 0;
     why = write(pending, last, io::audit_sync::now);
@@ -101,6 +104,16 @@ struct writer_state {
     if (!written) return written.err().message;
     last = *written;
     return {};
+  }
+
+  // A sync failed: the unsynced lines may be lost, and every batch after them chains on them.
+  // All are refused and cut away, so the trail keeps no entry whose decision was refused.
+  void refuse_unsynced(const std::string& why) {
+    if (log && !unsynced.empty()) {
+      if (auto err = log->roll_back(unsynced.front().start)) spdlog::error("audit: {}", err->message);
+    }
+    for (auto& b : unsynced) answer(b.waiters, 0, why);
+    unsynced.clear();
   }
 
   // Logs the start and the end of a failure streak, once each.
@@ -180,7 +193,7 @@ void flush(self_ptr self) {
 void start_sync(self_ptr self) {
   auto& st = self->state;
   if (st.syncing > 0 || st.unsynced.empty()) return;
-  if (!st.syncer) st.syncer = self->spawn<caf::detached>(syncer_behavior);
+  if (!st.syncer) st.syncer = self->spawn<caf::detached>(syncer_behavior, st.cfg.dhara_home);
   std::vector<io::audit_sync_handle> files;
   for (const auto& b : st.unsynced) {
     if (std::none_of(files.begin(), files.end(), [&](const auto& f) { return f.same_file(b.file); })) {
@@ -194,8 +207,7 @@ void start_sync(self_ptr self) {
 }
 
 // The sync of the first `syncing` unsynced batches ended: "" (their callers are answered) or
-// why it failed. Then every batch written after them chains on lines that may be lost: all
-// are refused and cut away, so the trail keeps no entry whose decision was not released.
+// why it failed (then every unsynced batch is refused, see refuse_unsynced).
 void synced(self_ptr self, const std::string& why) {
   auto& st = self->state;
   const std::size_t n = std::exchange(st.syncing, 0);
@@ -209,11 +221,7 @@ void synced(self_ptr self, const std::string& why) {
     return;
   }
   st.report(why);
-  if (st.log && !st.unsynced.empty()) {
-    if (auto err = st.log->roll_back(st.unsynced.front().start)) spdlog::error("audit: {}", err->message);
-  }
-  for (auto& b : st.unsynced) writer_state::answer(b.waiters, 0, why);
-  st.unsynced.clear();
+  st.refuse_unsynced(why);
 }
 
 }  // namespace

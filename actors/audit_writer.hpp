@@ -1,5 +1,6 @@
 // The audit writer: the only writer of audit.jsonl. Entries from every checker are batched
-// (one write(2) per batch, one fdatasync per batch in fsync mode) and each append is answered
+// (one write(2) per batch; in fsync mode a syncer thread runs one fdatasync for the batches
+// written while the last one ran, as the writer goes on) and each append is answered
 // only when its entries are as durable as `security.audit.durability` asks — the checker
 // releases a decision only then. A write failure answers with an error: checks fail closed.
 #pragma once
