@@ -69,7 +69,7 @@ struct writer_state {
   audit_writer_config cfg;
   std::optional<io::audit_log> log;
   std::string open_error;                  // why the log is not open (then every append fails)
-  std::vector<policy::audit_entry> pending;
+  std::vector<policy::audit_lines> pending;  // appended batches, written together by the next flush
   std::size_t pending_bytes = 0;
   std::vector<waiter> waiters;             // answered after the next flush
   std::deque<unsynced_batch> unsynced;     // fsync durability, oldest first
@@ -97,7 +97,7 @@ struct writer_state {
   }
 
   // Appends `batch` to the log: "" with `last` the last seq on disk, or why it was not written.
-  std::string write(std::vector<policy::audit_entry>& batch, std::uint64_t& last, io::audit_sync sync) {
+  std::string write(const std::vector<policy::audit_lines>& batch, std::uint64_t& last, io::audit_sync sync) {
     if (batch.empty()) return {};
     if (!log) return open_error.empty() ? "the audit log is not open" : open_error;
     auto written = log->append(batch, sync);
@@ -138,12 +138,6 @@ using self_ptr = audit_writer_actor::stateful_pointer<writer_state>;
 void start_sync(self_ptr self);
 void synced(self_ptr self, const std::string& why);
 
-std::size_t rough_size(const policy::audit_entry& e) {
-  std::size_t n = 200 + e.extension.size() + e.capability.size() + e.reason.size() + e.tool.size();
-  for (const auto& [k, v] : e.details) n += k.size() + v.size() + 8;
-  return n;
-}
-
 audit_ack audit_failure(const std::string& why) { return {0, "the audit log cannot be written: " + why}; }
 
 bool try_open(self_ptr self) {
@@ -165,7 +159,7 @@ void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_scheduled = false;
   if (st.pending.empty() && st.waiters.empty()) return;
-  std::vector<policy::audit_entry> batch;
+  std::vector<policy::audit_lines> batch;
   batch.swap(st.pending);
   st.pending_bytes = 0;
   std::vector<waiter> waiters;
@@ -224,6 +218,36 @@ void synced(self_ptr self, const std::string& why) {
   st.refuse_unsynced(why);
 }
 
+// Takes serialized lines into the next batch; the answer comes when they are as durable as
+// configured (at once under durability none: written by the next tick).
+caf::typed_response_promise<audit_ack> accept(self_ptr self, policy::audit_lines lines) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<audit_ack>();
+  if (st.pending_bytes > st.cfg.max_pending_bytes) {
+    rp.deliver(audit_failure("more than " + std::to_string(st.cfg.max_pending_bytes) + " bytes are waiting"));
+    return rp;
+  }
+  if (!lines.empty()) {
+    st.pending_bytes += lines.bytes() + lines.size() * (20 + policy::audit_hash_suffix_bytes);
+    st.pending.push_back(std::move(lines));
+  }
+  if (st.cfg.durability == policy::audit_durability::none) {
+    rp.deliver(audit_ack{});  // released now; written by the next tick
+    if (!st.flush_scheduled) {
+      st.flush_scheduled = true;
+      self->delayed_send(self, std::chrono::milliseconds(5), flush_atom::value);
+    }
+    return rp;
+  }
+  st.waiters.emplace_back(rp);
+  if (!st.flush_scheduled) {
+    // Queued behind every append already in the mailbox: they all join this batch.
+    st.flush_scheduled = true;
+    self->send(self, flush_atom::value);
+  }
+  return rp;
+}
+
 }  // namespace
 
 audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_config config) {
@@ -231,33 +255,13 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
     self->state.cfg = std::move(cfg);
     if (!try_open(self)) spdlog::error("audit: {}", self->state.open_error);
     return {
-        [=](append_atom, std::vector<policy::audit_entry>& entries) -> caf::typed_response_promise<audit_ack> {
-          auto& st = self->state;
-          auto rp = self->make_response_promise<audit_ack>();
-          if (st.pending_bytes > st.cfg.max_pending_bytes) {
-            rp.deliver(audit_failure("more than " + std::to_string(st.cfg.max_pending_bytes) + " bytes are waiting"));
-            return rp;
+        [=](append_atom, policy::audit_lines& lines) { return accept(self, std::move(lines)); },
+        [=](append_atom, std::vector<policy::audit_entry>& entries) {
+          policy::audit_lines lines;
+          for (const auto& e : entries) {
+            if (!policy::is_ignored(e, self->state.cfg.ignore_patterns)) lines.add(e);  // never a denial
           }
-          for (auto& e : entries) {
-            if (policy::is_ignored(e, st.cfg.ignore_patterns)) continue;  // never a denial
-            st.pending_bytes += rough_size(e);
-            st.pending.push_back(std::move(e));
-          }
-          if (st.cfg.durability == policy::audit_durability::none) {
-            rp.deliver(audit_ack{});  // released now; written by the next tick
-            if (!st.flush_scheduled) {
-              st.flush_scheduled = true;
-              self->delayed_send(self, std::chrono::milliseconds(5), flush_atom::value);
-            }
-            return rp;
-          }
-          st.waiters.emplace_back(rp);
-          if (!st.flush_scheduled) {
-            // Queued behind every append already in the mailbox: they all join this batch.
-            st.flush_scheduled = true;
-            self->send(self, flush_atom::value);
-          }
-          return rp;
+          return accept(self, std::move(lines));
         },
         [=](flush_atom) { flush(self); },
     };

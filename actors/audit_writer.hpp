@@ -31,7 +31,13 @@ struct audit_ack {
 
 /// What a checker sees of the writer: append entries; the reply comes once they are as
 /// durable as configured.
-using audit_sink_actor = caf::typed_actor<caf::replies_to<append_atom, std::vector<policy::audit_entry>>::with<audit_ack>>;
+using audit_sink_actor = caf::typed_actor<
+    /// checker → writer: lines the checker serialized and already filtered by
+    /// auditIgnorePatterns (the checker's hot path: the writer only numbers, hashes, writes).
+    caf::replies_to<append_atom, policy::audit_lines>::with<audit_ack>,
+    /// session, serve, extension host → writer: entries (user decisions, refusals), which the
+    /// writer filters by auditIgnorePatterns and serializes itself.
+    caf::replies_to<append_atom, std::vector<policy::audit_entry>>::with<audit_ack>>;
 
 /// The writer's whole interface: the sink, plus its own batching tick.
 using audit_writer_actor = audit_sink_actor::extend<
@@ -54,4 +60,5 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
 }  // namespace dhara::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dhara::policy::audit_entry>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::policy::audit_lines)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::audit_ack)

@@ -26,10 +26,11 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why);
 struct waiting_reply {
   caf::typed_response_promise<check_outcome> rp;
   check_outcome outcome;
-  std::string first_capability;  // named when the audit fails: the denial says what was refused
+  std::string_view first_capability;  // named when the audit fails: the denial says what was
+                                      // refused (a catalog name: static storage)
 
-  waiting_reply(caf::typed_response_promise<check_outcome> p, check_outcome o, std::string first)
-      : rp(std::move(p)), outcome(std::move(o)), first_capability(std::move(first)) {}
+  waiting_reply(caf::typed_response_promise<check_outcome> p, check_outcome o, std::string_view first)
+      : rp(std::move(p)), outcome(std::move(o)), first_capability(first) {}
   waiting_reply(waiting_reply&&) = default;
   waiting_reply& operator=(waiting_reply&&) = default;
   waiting_reply(const waiting_reply&) = delete;
@@ -41,14 +42,16 @@ struct waiting_reply {
 
 // The denial that replaces an outcome whose entries could not be written.
 check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
-  return {false, w.outcome.allowed ? w.first_capability : w.outcome.capability, why, policy::decider::failure, {}};
+  return {false, w.outcome.allowed ? std::string(w.first_capability) : w.outcome.capability, why,
+          policy::decider::failure, {}};
 }
 
 struct checker_state {
   policy::snapshot_ptr snapshot;
   audit_sink_actor audit;
-  std::vector<policy::audit_entry> entries;  // decided, not yet sent to the writer
-  std::vector<waiting_reply> replies;        // released once those entries are durable
+  policy::audit_lines lines;                 // decided, not yet sent to the writer
+  std::vector<waiting_reply> replies;        // released once those lines are durable
+  std::vector<std::string> ignore_patterns;  // auditIgnorePatterns
   bool flush_scheduled = false;
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
@@ -64,26 +67,35 @@ std::string joined(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,
-                                    const policy::decision& d) {
-  policy::audit_entry e;
+// Serializes the audit line of one decided check into `out` (timestamp now), unless
+// auditIgnorePatterns drop it (never a denial). Reads the batch's own strings: no entry is built.
+void add_audit_line(policy::audit_lines& out, const check_batch& batch, const policy::gate_check& check,
+                    const policy::decision& d, const std::vector<std::string>& ignore_patterns) {
+  std::string argv;
+  policy::audit_detail detail;
+  std::size_t details = 1;
+  switch (check.kind) {
+    case policy::subject_kind::none: details = 0; break;
+    case policy::subject_kind::path: detail = {"path", check.subject}; break;
+    case policy::subject_kind::url: detail = {"url", check.subject}; break;
+    case policy::subject_kind::command_string: detail = {"command", check.subject}; break;
+    case policy::subject_kind::argv:
+      argv = joined(check.argv);
+      detail = {"command", argv};
+      break;
+  }
+  policy::audit_entry_view e;
   e.timestamp_ms = io::wall_clock_ms();
   e.extension = batch.extension;
-  e.capability = std::string(policy::to_string(check.cap));
+  e.capability = policy::to_string(check.cap);
   e.action = d.allowed() ? policy::audit_action::allowed : policy::audit_action::denied;
-  switch (check.kind) {
-    case policy::subject_kind::none: break;
-    case policy::subject_kind::path: e.details.push_back({"path", check.subject}); break;
-    case policy::subject_kind::url: e.details.push_back({"url", check.subject}); break;
-    case policy::subject_kind::command_string: e.details.push_back({"command", check.subject}); break;
-    case policy::subject_kind::argv: e.details.push_back({"command", joined(check.argv)}); break;
-  }
+  e.details = {&detail, details};
   e.reason = d.reason;
   e.decided_by = d.decided_by;
   e.tool = batch.tool;
   e.tool_call_id = batch.tool_call_id;
   e.session = batch.session;
-  return e;
+  if (!policy::is_ignored(e, ignore_patterns)) out.add(e);
 }
 
 namespace {
@@ -94,7 +106,8 @@ using checker_ptr = checker_actor::stateful_pointer<checker_state>;
 struct pending_batch {
   check_batch batch;
   std::size_t next = 0;
-  std::vector<policy::audit_entry> entries;
+  policy::audit_lines lines;     // of the checks decided so far
+  std::string_view first_capability;  // of the first of them, named if the audit fails
   check_outcome outcome{true, "", "", policy::decider::rule, {}};
   caf::typed_response_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
@@ -124,8 +137,10 @@ policy::decision user_decision(const hitl_answer& a, const std::string& cap, con
 void finish(checker_ptr self, std::shared_ptr<pending_batch> p);
 
 // Records one decided check; false when the batch is decided (the first denial decides).
-bool record(pending_batch& p, const policy::gate_check& c, const policy::decision& d) {
-  p.entries.push_back(audit_entry_for(p.batch, c, d));
+bool record(pending_batch& p, const policy::gate_check& c, const policy::decision& d,
+            const std::vector<std::string>& ignore_patterns) {
+  if (p.first_capability.empty()) p.first_capability = policy::to_string(c.cap);
+  add_audit_line(p.lines, p.batch, c, d, ignore_patterns);
   if (d.allowed() && c.kind == policy::subject_kind::path) p.outcome.allowed_root = std::string(d.matched_rule);
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
@@ -158,15 +173,18 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
             .then(
                 [self, p](hitl_answer& a) {
                   const policy::gate_check& asked = p->batch.checks[p->next - 1];
-                  if (!record(*p, asked, user_decision(a, std::string(policy::to_string(asked.cap)), p->batch.extension)))
+                  if (!record(*p, asked, user_decision(a, std::string(policy::to_string(asked.cap)), p->batch.extension),
+                              self->state.ignore_patterns))
                     return finish(self, p);
                   if (asked.kind == policy::subject_kind::path) p->outcome.allowed_root = p->asked_root;
                   evaluate(self, p);
                 },
                 [self, p](caf::error& e) {
                   const policy::gate_check& asked = p->batch.checks[p->next - 1];
-                  record(*p, asked, user_decision({hitl_decision::lost, self->system().render(e)},
-                                                  std::string(policy::to_string(asked.cap)), p->batch.extension));
+                  record(*p, asked,
+                         user_decision({hitl_decision::lost, self->system().render(e)},
+                                       std::string(policy::to_string(asked.cap)), p->batch.extension),
+                         self->state.ignore_patterns);
                   finish(self, p);
                 });
         return;
@@ -177,7 +195,7 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
                policy::approve_command(p->batch.extension, c.cap) + "'",
            policy::decider::rule, {}};
     }
-    if (!record(*p, c, d)) break;
+    if (!record(*p, c, d, s.ignore_patterns)) break;
   }
   finish(self, p);
 }
@@ -186,9 +204,8 @@ void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
 // of all checks in the mailbox go to the writer together.
 void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
   auto& s = self->state;
-  std::string first = p->entries.empty() ? std::string() : p->entries.front().capability;
-  s.replies.push_back({std::move(p->rp), std::move(p->outcome), std::move(first)});
-  s.entries.insert(s.entries.end(), std::make_move_iterator(p->entries.begin()), std::make_move_iterator(p->entries.end()));
+  s.replies.push_back({std::move(p->rp), std::move(p->outcome), p->first_capability});
+  s.lines.add(p->lines);
   if (!s.flush_scheduled) {
     s.flush_scheduled = true;
     self->send(self, flush_atom::value);
@@ -197,12 +214,14 @@ void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
 
 }  // namespace
 
-checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit) {
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit,
+                            std::vector<std::string> audit_ignore_patterns) {
   return sys.spawn([](checker_actor::stateful_pointer<checker_state> self, policy::snapshot_ptr snap,
-                      audit_sink_actor sink) -> checker_actor::behavior_type {
+                      audit_sink_actor sink, std::vector<std::string> ignore) -> checker_actor::behavior_type {
     auto& st = self->state;
     st.snapshot = std::move(snap);
     st.audit = std::move(sink);
+    st.ignore_patterns = std::move(ignore);
     const char* path_env = std::getenv("PATH");
     st.locator = std::make_unique<io::path_executable_locator>(path_env ? path_env : "/usr/bin:/bin",
                                                                st.snapshot ? st.snapshot->cwd : "/");
@@ -210,7 +229,6 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
           auto p = std::make_shared<pending_batch>();
           p->batch = std::move(batch);
-          p->entries.reserve(p->batch.checks.size());
           p->rp = self->make_response_promise<check_outcome>();
           auto rp = p->rp;
           evaluate(self, std::move(p));
@@ -221,11 +239,11 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           s.flush_scheduled = false;
           auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
           s.replies.clear();
-          std::vector<policy::audit_entry> batch;
-          batch.swap(s.entries);
+          policy::audit_lines batch;
+          std::swap(batch, s.lines);
           // The next round is likely as large: room for it now, not a regrowth per doubling.
           s.replies.reserve(replies->size());
-          s.entries.reserve(batch.size());
+          s.lines.reserve(batch.size(), batch.bytes());
           self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
               .then(
                   [replies](audit_ack& ack) {
@@ -242,7 +260,7 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
         [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
     };
-  }, std::move(snapshot), std::move(audit));
+  }, std::move(snapshot), std::move(audit), std::move(audit_ignore_patterns));
 }
 
 }  // namespace dhara::actors

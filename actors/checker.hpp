@@ -53,12 +53,11 @@ using checker_actor = caf::typed_actor<
     /// in one append (queued behind the checks already in the mailbox, so they batch).
     caf::reacts_to<flush_atom>>;
 
-/// Spawns a checker holding `snapshot`; entries go to `audit` (the append interface only).
-checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit);
-
-/// The audit entry for one decided check (timestamp now).
-policy::audit_entry audit_entry_for(const check_batch& batch, const policy::gate_check& check,
-                                    const policy::decision& d);
+/// Spawns a checker holding `snapshot`. It serializes each check's audit line itself and sends
+/// the lines to `audit` (the append interface only), dropping allowed checks whose path or URL
+/// matches `audit_ignore_patterns` (auditIgnorePatterns; a denial is always written).
+checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapshot, audit_sink_actor audit,
+                            std::vector<std::string> audit_ignore_patterns);
 
 }  // namespace dhara::actors
 

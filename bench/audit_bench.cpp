@@ -124,9 +124,10 @@ BENCHMARK(BM_AuditLog_Append)
 caf::actor_system* the_system = nullptr;  // set in main: 2 threads, as a session on this machine
 
 // The audit writer actor as a session runs it: one caller keeps 64 appends of 128 entries (a
-// checker's batch under load) in flight; an iteration is 64 answered appends, 8192 lines. An
-// answer means the lines are as durable as configured (fsync: synced), so this is what a
-// checker waits for. range(0): 1 = write, 2 = fsync.
+// checker's batch under load) in flight; an iteration is 64 answered appends, 8192 lines. As a
+// checker does, the caller serializes each append's lines (policy::audit_lines) on its own
+// thread. An answer means the lines are as durable as configured (fsync: synced), so this is
+// what a checker waits for. range(0): 1 = write, 2 = fsync.
 void BM_AuditWriter_Actor(benchmark::State& state) {
   constexpr std::size_t per_append = 128, window = 64;
   caf::actor_system& sys = *the_system;
@@ -140,9 +141,16 @@ void BM_AuditWriter_Actor(benchmark::State& state) {
   std::string error;
   {
     caf::scoped_actor self{sys};
-    using handle = decltype(self->request(writer, caf::infinite, dhara::actors::append_atom::value, entries));
+    auto serialized = [&] {
+      dhara::policy::audit_lines lines;
+      for (const auto& e : entries) lines.add(e);
+      return lines;
+    };
+    using handle = decltype(self->request(writer, caf::infinite, dhara::actors::append_atom::value, serialized()));
     std::deque<handle> out;
-    auto send = [&] { out.push_back(self->request(writer, caf::infinite, dhara::actors::append_atom::value, entries)); };
+    auto send = [&] {
+      out.push_back(self->request(writer, caf::infinite, dhara::actors::append_atom::value, serialized()));
+    };
     auto wait_oldest = [&] {
       out.front().receive(
           [&](dhara::actors::audit_ack& a) {

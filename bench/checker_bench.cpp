@@ -105,8 +105,8 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
     wc.max_bytes = std::uint64_t{1} << 40;
     auto writer = actors::spawn_audit_writer(sys, wc);
     // One checker per core, as the session runs them.
-    std::vector<actors::checker_actor> checkers{actors::spawn_checker(sys, snap, writer),
-                                                actors::spawn_checker(sys, snap, writer)};
+    std::vector<actors::checker_actor> checkers{actors::spawn_checker(sys, snap, writer, {}),
+                                                actors::spawn_checker(sys, snap, writer, {})};
     caf::scoped_actor self{sys};
     for (auto _ : state) {
       std::vector<caf::actor> drivers;

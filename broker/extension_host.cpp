@@ -140,7 +140,7 @@ void extension_host::start() {
   // One checker per core: the checks of different extensions run in parallel, and no
   // snapshot pointer is shared between them on the check path.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < cores; ++i) checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_));
+  for (unsigned i = 0; i < cores; ++i) checkers_.push_back(actors::spawn_checker(sys_, policy_.snapshot, audit_, cfg.audit_ignore_patterns));
   actors::permissions_store_config store_cfg;
   store_cfg.inputs = policy_.inputs;
   store_cfg.checkers = checkers_;

@@ -675,9 +675,29 @@ bool audit_log::share_current_file() {
 }
 
 policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> entries, audit_sync sync) {
+  policy::audit_lines lines;
+  std::size_t bytes = 0;
+  for (const policy::audit_entry& e : entries) bytes += 200 + e.reason.size() + e.tool.size();
+  lines.reserve(entries.size(), bytes);
+  for (const policy::audit_entry& e : entries) lines.add(e);
+  auto written = append(std::span<const policy::audit_lines>(&lines, 1), sync);
+  if (written) {
+    std::uint64_t seq = *written - entries.size();
+    for (policy::audit_entry& e : entries) e.seq = ++seq;
+  }
+  return written;
+}
+
+policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_lines> batches, audit_sync sync) {
   unsynced_ = {};
   if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
-  if (entries.empty()) return last_seq_;
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  for (const policy::audit_lines& b : batches) {
+    count += b.size();
+    bytes += b.bytes();
+  }
+  if (count == 0) return last_seq_;
   const file_lock lock(lock_fd_);
   if (lock.error_number() != 0) return io_error("lock", join(dir_, lock_name), lock.error_number());
   if (auto err = sync_with_disk()) return std::move(*err);
@@ -688,31 +708,39 @@ policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> e
   // that is itself larger.
   // A seq that would wrap (a last line edited to 2^64-1) would restart at 0 and break the
   // chain for every later reader: refuse, and checks fail closed.
-  if (last_seq_ > std::numeric_limits<std::uint64_t>::max() - entries.size()) {
+  if (last_seq_ > std::numeric_limits<std::uint64_t>::max() - count) {
     return make_error(errc::invalid_value, "the audit log's seq " + std::to_string(last_seq_) +
                                                " cannot grow; move audit.jsonl aside to start a new trail");
   }
   batch_.clear();
   cuts_.clear();
+  // Each line grows by its seq (at most 20 digits) and the 75-byte hash suffix.
+  batch_.reserve(bytes + count * (20 + policy::audit_hash_suffix_bytes));
   char prev[64];
   std::memcpy(prev, last_hash_, sizeof prev);
   std::uint64_t seq = last_seq_;
   std::uint64_t file_bytes = size_;
-  for (policy::audit_entry& entry : entries) {
-    const std::size_t start = batch_.size();
-    entry.seq = ++seq;
-    policy::append_audit_body(batch_, entry);
-    const std::string_view body(batch_.data() + start, batch_.size() - start);
-    if (!hasher_->sha.chain_hash({prev, sizeof prev}, body, prev)) {
-      return make_error(errc::invalid_value, "SHA-256 failed in OpenSSL; the audit line was not written");
+  for (const policy::audit_lines& b : batches) {
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const std::size_t start = batch_.size();
+      const std::string_view prefix = b[i];
+      batch_.append(prefix.data(), prefix.size());
+      char digits[20];  // 2^64-1 has 20 digits
+      const auto [digits_end, ec] = std::to_chars(digits, digits + sizeof digits, ++seq);
+      (void)ec;  // cannot fail: the buffer holds any uint64
+      batch_.append(digits, digits_end);
+      const std::string_view body(batch_.data() + start, batch_.size() - start);
+      if (!hasher_->sha.chain_hash({prev, sizeof prev}, body, prev)) {
+        return make_error(errc::invalid_value, "SHA-256 failed in OpenSSL; the audit line was not written");
+      }
+      policy::append_audit_suffix(batch_, {prev, sizeof prev});
+      const std::uint64_t line = batch_.size() - start;
+      if (options_.max_bytes != 0 && file_bytes > 0 && file_bytes + line > options_.max_bytes) {
+        cuts_.emplace_back(start, seq - 1);
+        file_bytes = 0;
+      }
+      file_bytes += line;
     }
-    policy::append_audit_suffix(batch_, {prev, sizeof prev});
-    const std::uint64_t line = batch_.size() - start;
-    if (options_.max_bytes != 0 && file_bytes > 0 && file_bytes + line > options_.max_bytes) {
-      cuts_.emplace_back(start, seq - 1);
-      file_bytes = 0;
-    }
-    file_bytes += line;
   }
   cuts_.emplace_back(batch_.size(), seq);
 

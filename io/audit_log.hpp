@@ -110,6 +110,11 @@ class audit_log {
   policy::result<std::uint64_t> append(std::span<policy::audit_entry> entries,
                                        audit_sync sync = audit_sync::now);
 
+  /// The same for lines serialized by their callers (audit_lines), all of `batches` in order
+  /// as one batch: the log's thread only numbers, hashes and writes them.
+  policy::result<std::uint64_t> append(std::span<const policy::audit_lines> batches,
+                                       audit_sync sync = audit_sync::now);
+
   /// After a successful append: the file whose lines it left unsynced (empty when it synced
   /// them, or when the durability is not fsync).
   const audit_sync_handle& sync_handle() const { return unsynced_; }

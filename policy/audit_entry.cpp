@@ -183,7 +183,7 @@ void write_timestamp(char* p, std::int64_t unix_ms) {
 
 inline void append_literal(std::string& out, std::string_view s) { out.append(s.data(), s.size()); }
 
-inline void append_optional(std::string& out, std::string_view key_prefix, const std::string& v) {
+inline void append_optional(std::string& out, std::string_view key_prefix, std::string_view v) {
   if (v.empty()) return;
   append_literal(out, key_prefix);
   append_json_string(out, v);
@@ -241,7 +241,11 @@ std::string format_timestamp(std::int64_t unix_ms) {
   return s;
 }
 
-void append_audit_body(std::string& out, const audit_entry& entry) {
+namespace {
+
+// The line up to `"seq":`, for an audit_entry or an audit_entry_view (the same members).
+template <class Entry>
+void append_prefix(std::string& out, const Entry& entry) {
   // Fixed keys and values take ~150 bytes; strings usually need no escaping. One reserve
   // per line, growing geometrically so a caller batching many lines never copies per line.
   std::size_t estimate = 160 + entry.extension.size() + entry.capability.size() +
@@ -287,10 +291,46 @@ void append_audit_body(std::string& out, const audit_entry& entry) {
   append_optional(out, R"(,"toolCallId":)", entry.tool_call_id);
   append_optional(out, R"(,"session":)", entry.session);
   append_literal(out, R"(,"seq":)");
+}
+
+}  // namespace
+
+void append_audit_prefix(std::string& out, const audit_entry& entry) { append_prefix(out, entry); }
+void append_audit_prefix(std::string& out, const audit_entry_view& entry) { append_prefix(out, entry); }
+
+void append_audit_body(std::string& out, const audit_entry& entry) {
+  append_prefix(out, entry);
   char digits[20];  // 2^64-1 has 20 digits
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, entry.seq);
   (void)ec;  // cannot fail: the buffer holds any uint64
   out.append(digits, end);
+}
+
+void audit_lines::add(const audit_entry& entry) {
+  append_prefix(text_, entry);
+  ends_.push_back(text_.size());
+}
+
+void audit_lines::add(const audit_entry_view& entry) {
+  append_prefix(text_, entry);
+  ends_.push_back(text_.size());
+}
+
+void audit_lines::add(const audit_lines& other) {
+  const std::size_t base = text_.size();
+  text_.append(other.text_);
+  ends_.reserve(ends_.size() + other.ends_.size());
+  for (const std::size_t end : other.ends_) ends_.push_back(base + end);
+}
+
+void audit_lines::reserve(std::size_t lines, std::size_t bytes) {
+  ends_.reserve(lines);
+  text_.reserve(bytes);
+}
+
+void audit_lines::clear() {
+  text_.clear();
+  ends_.clear();
 }
 
 void append_audit_suffix(std::string& out, std::string_view hash_hex) {
@@ -299,7 +339,10 @@ void append_audit_suffix(std::string& out, std::string_view hash_hex) {
   append_literal(out, "\"}\n");
 }
 
-bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns) {
+namespace {
+
+template <class Entry>
+bool ignored(const Entry& entry, const std::vector<std::string>& patterns) {
   if (entry.action != audit_action::allowed || patterns.empty()) return false;
   std::string normalized;
   for (const auto& [key, value] : entry.details) {
@@ -320,6 +363,13 @@ bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patter
     }
   }
   return false;
+}
+
+}  // namespace
+
+bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns) { return ignored(entry, patterns); }
+bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns) {
+  return ignored(entry, patterns);
 }
 
 audit_entry user_decision_entry(std::int64_t timestamp_ms, std::string extension, std::string capability,

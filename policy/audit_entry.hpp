@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,57 @@ struct audit_entry {
   std::uint64_t seq = 0;           ///< position in the chain (1, 2, …), set by the writer
 };
 
+/// One `details` member, seen where it lies.
+struct audit_detail {
+  std::string_view key;
+  std::string_view value;
+};
+
+/// An audit entry seen in the caller's own strings, so that whoever decided can serialize its
+/// line without first copying every field into an audit_entry (the checker's hot path).
+struct audit_entry_view {
+  std::int64_t timestamp_ms = 0;
+  std::string_view extension;
+  std::string_view capability;
+  audit_action action = audit_action::denied;
+  std::span<const audit_detail> details;
+  std::string_view reason;
+  decider decided_by = decider::failure;
+  std::string_view tool;
+  std::string_view tool_call_id;
+  std::string_view session;
+};
+
+/// Audit lines serialized up to their `seq`: each is a line's bytes B (DESIGN §9) without
+/// the seq's digits, so it ends in `,"seq":`. Whoever decided serializes its entries into one
+/// of these; the audit log only numbers, chains and writes them, so the writer's one thread
+/// does no JSON work and frees two buffers per append rather than every entry's strings.
+class audit_lines {
+ public:
+  /// Serializes `entry` (its seq is ignored: the log numbers the line).
+  void add(const audit_entry& entry);
+  void add(const audit_entry_view& entry);
+  /// Appends every line of `other`, in order.
+  void add(const audit_lines& other);
+
+  std::size_t size() const { return ends_.size(); }
+  bool empty() const { return ends_.empty(); }
+  /// Bytes of every line, without seqs and hashes.
+  std::size_t bytes() const { return text_.size(); }
+  /// Line `i`: B up to and including `"seq":`.
+  std::string_view operator[](std::size_t i) const {
+    const std::size_t begin = i == 0 ? 0 : ends_[i - 1];
+    return {text_.data() + begin, ends_[i] - begin};
+  }
+  /// Room for `lines` lines of `bytes` in all.
+  void reserve(std::size_t lines, std::size_t bytes);
+  void clear();
+
+ private:
+  std::string text_;
+  std::vector<std::size_t> ends_;  // where each line ends in text_
+};
+
 /// An entry for a decision the user made (a prompt answer, a CLI change): decidedBy user,
 /// one `details` member, and the reason a denial needs.
 audit_entry user_decision_entry(std::int64_t timestamp_ms, std::string extension, std::string capability,
@@ -55,6 +107,10 @@ inline constexpr std::size_t audit_timestamp_bytes = 24;
 /// (no closing brace). `reason` appears when non-empty and always on a denial.
 void append_audit_body(std::string& out, const audit_entry& entry);
 
+/// Appends B without the seq's digits: what append_audit_body writes before `entry.seq`.
+void append_audit_prefix(std::string& out, const audit_entry& entry);
+void append_audit_prefix(std::string& out, const audit_entry_view& entry);
+
 /// Appends `,"hash":"<hash_hex>"}` and a newline. `hash_hex` must be 64 lowercase hex chars.
 void append_audit_suffix(std::string& out, std::string_view hash_hex);
 
@@ -75,5 +131,6 @@ std::string format_timestamp(std::int64_t unix_ms);
 /// A `path` matches with glob_match_at_or_under (absolute paths are lexically normalized
 /// first); a `url` matches when glob_match accepts the whole URL or its path part.
 bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns);
+bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns);
 
 }  // namespace dhara::policy

@@ -73,10 +73,18 @@ TEST_CASE("every append is answered once its entries are written, with a seq tha
     using handle = decltype(self->request(writer, 10s, actors::append_atom::value, std::vector<policy::audit_entry>{}));
     std::deque<std::pair<int, handle>> out;
     int sent = 0;
+    // Checkers send lines they serialized; the session's other senders send entries. Both
+    // kinds interleave in one batch.
     auto send = [&] {
       std::vector<policy::audit_entry> entries;
       for (int k = 0; k < per_append; ++k) entries.push_back(entry_for("c-" + std::to_string(sent) + "-" + std::to_string(k)));
-      out.emplace_back(sent++, self->request(writer, 10s, actors::append_atom::value, std::move(entries)));
+      if (sent % 2 == 0) {
+        out.emplace_back(sent++, self->request(writer, 10s, actors::append_atom::value, std::move(entries)));
+        return;
+      }
+      policy::audit_lines lines;
+      for (const auto& e : entries) lines.add(e);
+      out.emplace_back(sent++, self->request(writer, 10s, actors::append_atom::value, std::move(lines)));
     };
     while (sent < window) send();
     while (!out.empty()) {

@@ -35,12 +35,14 @@ actors::check_batch fetch(const std::string& extension, const std::string& call_
 // and tells `observer` each time it holds one.
 actors::audit_sink_actor::behavior_type stalled_sink(actors::audit_sink_actor::pointer self, caf::actor observer) {
   auto held = std::make_shared<std::vector<caf::typed_response_promise<actors::audit_ack>>>();
-  return {[=](actors::append_atom, std::vector<policy::audit_entry>&) -> caf::typed_response_promise<actors::audit_ack> {
+  auto hold = [=] {
     auto rp = self->make_response_promise<actors::audit_ack>();
     held->push_back(rp);
     caf::anon_send(observer, held_atom::value);
     return rp;
-  }};
+  };
+  return {[=](actors::append_atom, policy::audit_lines&) { return hold(); },
+          [=](actors::append_atom, std::vector<policy::audit_entry>&) { return hold(); }};
 }
 
 // An approver that never answers, as a human who walked away would.
@@ -71,7 +73,7 @@ TEST_CASE("a check waiting for its audit entries is denied when the checker ends
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
   auto h = self->request(checker, 10s, actors::check_atom::value, fetch("web-tools", "c-1"));
   self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never sent the entries to the writer"); });
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
@@ -92,7 +94,7 @@ TEST_CASE("a check waiting for a human is denied when the checker ends", "[runti
   wc.dhara_home = home.dhara_home().string();
   auto writer = actors::spawn_audit_writer(sys, wc);
   auto approver = sys.spawn(silent_approver, caf::actor_cast<caf::actor>(self));
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(/*interactive=*/true), writer);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(/*interactive=*/true), writer, {});
   caf::anon_send(checker, actors::approver_atom::value, approver);
   auto h = self->request(checker, 10s, actors::check_atom::value, fetch("ext-5", "c-2"));
   self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never asked the approver"); });
@@ -119,10 +121,15 @@ TEST_CASE("entries pending when the audit writer ends are written and their call
     wc.dhara_home = home.dhara_home().string();
     wc.durability = durability;
     auto writer = actors::spawn_audit_writer(sys, wc);
-    actors::check_batch batch = fetch("web-tools", "c-3");
-    const policy::decision allowed{policy::verdict_kind::allow, {}, policy::decider::rule, {}};
+    policy::audit_entry allowed;
+    allowed.extension = "web-tools";
+    allowed.capability = "network:fetch";
+    allowed.action = policy::audit_action::allowed;
+    allowed.details = {{"url", "https://api.example.com/v1"}};
+    allowed.decided_by = policy::decider::rule;
+    allowed.tool_call_id = "c-3";
     auto append = [&] {
-      std::vector<policy::audit_entry> entries{actors::audit_entry_for(batch, batch.checks.front(), allowed)};
+      std::vector<policy::audit_entry> entries{allowed};
       return self->request(writer, 10s, actors::append_atom::value, std::move(entries));
     };
     std::vector<decltype(append())> handles;

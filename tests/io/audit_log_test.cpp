@@ -31,6 +31,7 @@ using dhara::io::verify_audit;
 using dhara::policy::audit_action;
 using dhara::policy::audit_durability;
 using dhara::policy::audit_entry;
+using dhara::policy::audit_lines;
 using dhara::policy::decider;
 
 namespace {
@@ -269,6 +270,35 @@ TEST_CASE("an empty batch writes nothing, a 1024-entry batch is numbered in orde
   CHECK(append_ok(log, big) == 1024);
   CHECK(lines_of(log.path()).size() == 1024);
   CHECK(python_verify(dir) == "OK 1024 1024 from-start");
+}
+
+TEST_CASE("lines serialized by the caller make the same trail as entries, batches in order", "[io][audit]") {
+  temp_dir by_entries, by_lines;
+  constexpr std::uint64_t max_bytes = 4096;  // rotations inside the batches too
+  audit_log a = open_log(by_entries, {audit_durability::write, max_bytes, 20});
+  audit_log b = open_log(by_lines, {audit_durability::write, max_bytes, 20});
+  int next = 0;
+  for (int size : {1, 30, 0, 5}) {
+    std::vector<audit_entry> entries = make_entries(next, size);
+    next += size;
+    // The same entries as three appended batches (the first empty): the writer's pending list.
+    std::vector<audit_lines> batches(3);
+    for (std::size_t i = 0; i < entries.size(); ++i) batches[i % 2 == 0 ? 1 : 2].add(entries[i]);
+    std::vector<audit_entry> ordered;
+    for (std::size_t i = 0; i < entries.size(); i += 2) ordered.push_back(entries[i]);
+    for (std::size_t i = 1; i < entries.size(); i += 2) ordered.push_back(entries[i]);
+    auto r = b.append(std::span<const audit_lines>(batches));
+    REQUIRE(r);
+    CHECK(append_ok(a, ordered) == *r);
+  }
+  CHECK(a.last_seq() == 36);
+  CHECK(b.last_hash() == a.last_hash());
+  CHECK(fs::exists(by_lines.file("audit.1.jsonl")));  // it rotated
+  for (const char* name : {"audit.jsonl", "audit.1.jsonl", "audit.2.jsonl", "audit.3.jsonl"}) {
+    INFO(name);
+    CHECK(read_all(by_lines.file(name)) == read_all(by_entries.file(name)));
+  }
+  CHECK(python_verify(by_lines).rfind("OK 36", 0) == 0);
 }
 
 TEST_CASE("reopening continues seq and hash", "[io][audit]") {

@@ -100,6 +100,81 @@ TEST_CASE("the body leaves the object open and appends after what the buffer hol
   CHECK(out.find('\n', 14) == std::string::npos);
 }
 
+TEST_CASE("audit_lines hold each line's body up to the seq, from entries and from views alike",
+          "[policy][audit]") {
+  const audit_entry full = full_entry();
+  const audit_entry plain = example_entry();
+  const std::vector<audit_detail> details = {{"url", "https://api.example.com/data"}};
+  audit_entry_view view;
+  view.timestamp_ms = full.timestamp_ms;
+  view.extension = full.extension;
+  view.capability = full.capability;
+  view.action = full.action;
+  view.details = details;
+  view.reason = full.reason;
+  view.decided_by = full.decided_by;
+  view.tool = full.tool;
+  view.tool_call_id = full.tool_call_id;
+  view.session = full.session;
+
+  audit_lines lines;
+  lines.add(full);
+  lines.add(plain);
+  lines.add(view);
+  audit_lines more;
+  more.add(plain);
+  lines.add(more);
+  REQUIRE(lines.size() == 4);
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) bytes += lines[i].size();
+  CHECK(bytes == lines.bytes());
+  // Line i with seq N appended is exactly append_audit_body of the entry with seq N.
+  std::string expected_full, expected_plain;
+  append_audit_body(expected_full, full);    // seq 42
+  append_audit_body(expected_plain, plain);  // seq 1
+  CHECK(std::string(lines[0]) + "42" == expected_full);
+  CHECK(std::string(lines[1]) + "1" == expected_plain);
+  CHECK(std::string(lines[2]) + "42" == expected_full);
+  CHECK(std::string(lines[3]) + "1" == expected_plain);
+  std::string prefix;
+  append_audit_prefix(prefix, view);
+  CHECK(prefix == lines[2]);
+  CHECK(prefix.ends_with(R"(,"seq":)"));
+
+  lines.clear();
+  CHECK(lines.empty());
+  CHECK(lines.bytes() == 0);
+}
+
+TEST_CASE("a view is dropped by the ignore filter exactly as the entry it mirrors", "[policy][audit]") {
+  const std::vector<std::string> patterns = {"**/node_modules/**", "https://cdn.test/**"};
+  struct row {
+    std::string key, value;
+    audit_action action;
+    bool ignored;
+  };
+  const std::vector<row> rows = {
+      {"path", "/p/node_modules/x.js", audit_action::allowed, true},
+      {"path", "/p/node_modules/x.js", audit_action::denied, false},
+      {"path", "/p/src/x.js", audit_action::allowed, false},
+      {"url", "https://cdn.test/lib.js", audit_action::allowed, true},
+      {"url", "https://cdn.test/lib.js", audit_action::denied, false},
+      {"command", "/p/node_modules/x.js", audit_action::allowed, false},
+  };
+  for (const row& r : rows) {
+    INFO(r.key << "=" << r.value << " " << to_string(r.action));
+    audit_entry e = example_entry();
+    e.action = r.action;
+    e.details = {{r.key, r.value}};
+    const audit_detail d{r.key, r.value};
+    audit_entry_view v;
+    v.action = r.action;
+    v.details = {&d, 1};
+    CHECK(is_ignored(e, patterns) == r.ignored);
+    CHECK(is_ignored(v, patterns) == r.ignored);
+  }
+}
+
 TEST_CASE("the hash suffix is exactly 75 bytes plus the newline", "[policy][audit]") {
   std::string out;
   append_audit_suffix(out, zero_hash);
