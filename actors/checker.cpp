@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include <caf/all.hpp>
 
@@ -103,15 +105,23 @@ namespace {
 using checker_ptr = checker_actor::stateful_pointer<checker_state>;
 
 // A check batch being decided: where it stands, so a question to the human can resume it.
+// Decided without a question (the common case), it lives on the handler's stack and its lines
+// go straight into the checker's; a question moves it to the heap with the lines it wrote.
 struct pending_batch {
   check_batch batch;
   std::size_t next = 0;
-  policy::audit_lines lines;     // of the checks decided so far
+  policy::audit_lines lines;          // of the checks decided so far, while a human is asked
   std::string_view first_capability;  // of the first of them, named if the audit fails
   check_outcome outcome{true, "", "", policy::decider::rule, {}};
   caf::typed_response_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)
+
+  pending_batch(check_batch b, caf::typed_response_promise<check_outcome> p) : batch(std::move(b)), rp(std::move(p)) {}
+  pending_batch(pending_batch&&) = default;
+  pending_batch& operator=(pending_batch&&) = delete;
+  pending_batch(const pending_batch&) = delete;
+  pending_batch& operator=(const pending_batch&) = delete;
   // Dropped undelivered (the checker ended while a human was asked): a denial, as above.
   ~pending_batch() {
     if (!rp.pending()) return;
@@ -134,82 +144,108 @@ policy::decision user_decision(const hitl_answer& a, const std::string& cap, con
   return {policy::verdict_kind::deny, "no answer about " + cap + " could be had (" + a.failure + ")", policy::decider::failure, {}};
 }
 
-void finish(checker_ptr self, std::shared_ptr<pending_batch> p);
-
-// Records one decided check; false when the batch is decided (the first denial decides).
-bool record(pending_batch& p, const policy::gate_check& c, const policy::decision& d,
+// Records one decided check, its audit line into `lines`; false when the batch is decided (the
+// first denial decides).
+bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_check& c, const policy::decision& d,
             const std::vector<std::string>& ignore_patterns) {
   if (p.first_capability.empty()) p.first_capability = policy::to_string(c.cap);
-  add_audit_line(p.lines, p.batch, c, d, ignore_patterns);
+  add_audit_line(lines, p.batch, c, d, ignore_patterns);
   if (d.allowed() && c.kind == policy::subject_kind::path) p.outcome.allowed_root = std::string(d.matched_rule);
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
   return false;
 }
 
-// Decides the checks from p->next on; a pending capability with an approver set suspends the
-// batch until the human answered, then the batch goes on from that check.
-void evaluate(checker_ptr self, std::shared_ptr<pending_batch> p) {
+// Decides the checks of `p` from p.next on, their lines into `lines`. Returns the decision of
+// the check a human must be asked about (an approver is set: p.next is past it), or nothing
+// when the batch is decided.
+std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines) {
   auto& s = self->state;
-  if (!s.snapshot) {
-    p->rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
-    return;
-  }
   policy::check_environment env{&s.resolver, s.locator.get()};
-  while (p->next < p->batch.checks.size()) {
-    const policy::gate_check& c = p->batch.checks[p->next++];
-    policy::decision d = policy::decide(*s.snapshot, c.request(p->batch.extension), env);
+  while (p.next < p.batch.checks.size()) {
+    const policy::gate_check& c = p.batch.checks[p.next++];
+    policy::decision d = policy::decide(*s.snapshot, c.request(p.batch.extension), env);
     if (d.verdict == policy::verdict_kind::ask) {
-      if (s.approver) {
-        p->asked_root = std::string(d.matched_rule);
-        hitl_question q;
-        q.kind = question_kind::capability;
-        q.extension = p->batch.extension;
-        q.tool = p->batch.tool;
-        q.tool_call_id = p->batch.tool_call_id;
-        q.capability = std::string(policy::to_string(c.cap));
-        q.subject = c.kind == policy::subject_kind::argv ? policy::approval_subject({{"argv", c.argv}}).text : c.subject;
-        self->request(s.approver, caf::infinite, question_atom::value, std::move(q))
-            .then(
-                [self, p](hitl_answer& a) {
-                  const policy::gate_check& asked = p->batch.checks[p->next - 1];
-                  if (!record(*p, asked, user_decision(a, std::string(policy::to_string(asked.cap)), p->batch.extension),
-                              self->state.ignore_patterns))
-                    return finish(self, p);
-                  if (asked.kind == policy::subject_kind::path) p->outcome.allowed_root = p->asked_root;
-                  evaluate(self, p);
-                },
-                [self, p](caf::error& e) {
-                  const policy::gate_check& asked = p->batch.checks[p->next - 1];
-                  record(*p, asked,
-                         user_decision({hitl_decision::lost, self->system().render(e)},
-                                       std::string(policy::to_string(asked.cap)), p->batch.extension),
-                         self->state.ignore_patterns);
-                  finish(self, p);
-                });
-        return;
-      }
+      if (s.approver) return d;
       // Nobody can be asked (a batch without a terminal): refused, with the approve command.
       d = {policy::verdict_kind::deny,
-           std::string(policy::to_string(c.cap)) + " is not approved for '" + p->batch.extension + "'; run '" +
-               policy::approve_command(p->batch.extension, c.cap) + "'",
+           std::string(policy::to_string(c.cap)) + " is not approved for '" + p.batch.extension + "'; run '" +
+               policy::approve_command(p.batch.extension, c.cap) + "'",
            policy::decider::rule, {}};
     }
-    if (!record(*p, c, d, s.ignore_patterns)) break;
+    if (!record(p, lines, c, d, s.ignore_patterns)) break;
   }
-  finish(self, p);
+  return std::nullopt;
 }
 
-// The decision is released only once its entries are as durable as configured; the entries
-// of all checks in the mailbox go to the writer together.
-void finish(checker_ptr self, std::shared_ptr<pending_batch> p) {
+// The decision is released only once its lines are as durable as configured (they are in
+// the checker's lines already); the lines of all checks in the mailbox go to the writer together.
+void finish(checker_ptr self, pending_batch& p) {
   auto& s = self->state;
-  s.replies.push_back({std::move(p->rp), std::move(p->outcome), p->first_capability});
-  s.lines.add(p->lines);
+  s.replies.push_back({std::move(p.rp), std::move(p.outcome), p.first_capability});
   if (!s.flush_scheduled) {
     s.flush_scheduled = true;
     self->send(self, flush_atom::value);
   }
+}
+
+// Asks the approver about the check before p->next (whose decision was `asked`), then goes on
+// with the batch; its lines stay with it until it is decided.
+void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy::decision& asked) {
+  const policy::gate_check& c = p->batch.checks[p->next - 1];
+  p->asked_root = std::string(asked.matched_rule);
+  hitl_question q;
+  q.kind = question_kind::capability;
+  q.extension = p->batch.extension;
+  q.tool = p->batch.tool;
+  q.tool_call_id = p->batch.tool_call_id;
+  q.capability = std::string(policy::to_string(c.cap));
+  q.subject = c.kind == policy::subject_kind::argv ? policy::approval_subject({{"argv", c.argv}}).text : c.subject;
+  auto done = [self, p] {
+    self->state.lines.add(p->lines);
+    finish(self, *p);
+  };
+  self->request(self->state.approver, caf::infinite, question_atom::value, std::move(q))
+      .then(
+          [self, p, done](hitl_answer& a) {
+            const policy::gate_check& c = p->batch.checks[p->next - 1];
+            if (!record(*p, p->lines, c, user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension),
+                        self->state.ignore_patterns))
+              return done();
+            if (c.kind == policy::subject_kind::path) p->outcome.allowed_root = p->asked_root;
+            if (!self->state.snapshot) {  // the store never sends none, but fail closed
+              p->outcome = {false, std::string(policy::to_string(c.cap)), "no policy is loaded", policy::decider::failure, {}};
+              return done();
+            }
+            if (auto next = decide_from(self, *p, p->lines)) return ask_human(self, p, *next);
+            done();
+          },
+          [self, p, done](caf::error& e) {
+            const policy::gate_check& c = p->batch.checks[p->next - 1];
+            record(*p, p->lines, c,
+                   user_decision({hitl_decision::lost, self->system().render(e)}, std::string(policy::to_string(c.cap)),
+                                 p->batch.extension),
+                   self->state.ignore_patterns);
+            done();
+          });
+}
+
+// A new batch: decided here and now unless a human must be asked.
+void check(checker_ptr self, pending_batch p) {
+  auto& s = self->state;
+  if (!s.snapshot) {
+    p.rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
+    return;
+  }
+  const std::size_t first_line = s.lines.size();
+  if (auto asked = decide_from(self, p, s.lines)) {
+    auto held = std::make_shared<pending_batch>(std::move(p));
+    // Its lines so far go with it: they must reach the writer in the append its answer waits
+    // for, not in an earlier one whose failure would leave it released without them.
+    s.lines.move_tail(first_line, held->lines);
+    return ask_human(self, std::move(held), *asked);
+  }
+  finish(self, p);
 }
 
 }  // namespace
@@ -227,11 +263,8 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                                                                st.snapshot ? st.snapshot->cwd : "/");
     return {
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
-          auto p = std::make_shared<pending_batch>();
-          p->batch = std::move(batch);
-          p->rp = self->make_response_promise<check_outcome>();
-          auto rp = p->rp;
-          evaluate(self, std::move(p));
+          auto rp = self->make_response_promise<check_outcome>();
+          check(self, pending_batch{std::move(batch), rp});
           return rp;
         },
         [=](flush_atom) {

@@ -323,6 +323,16 @@ void audit_lines::add(const audit_lines& other) {
   for (const std::size_t end : other.ends_) ends_.push_back(base + end);
 }
 
+void audit_lines::move_tail(std::size_t first, audit_lines& into) {
+  if (first >= ends_.size()) return;
+  const std::size_t begin = first == 0 ? 0 : ends_[first - 1];
+  const std::size_t at = into.text_.size();
+  into.text_.append(text_, begin, std::string::npos);
+  for (std::size_t i = first; i < ends_.size(); ++i) into.ends_.push_back(at + (ends_[i] - begin));
+  text_.resize(begin);
+  ends_.resize(first);
+}
+
 void audit_lines::reserve(std::size_t lines, std::size_t bytes) {
   ends_.reserve(lines);
   text_.reserve(bytes);

@@ -67,6 +67,8 @@ class audit_lines {
   void add(const audit_entry_view& entry);
   /// Appends every line of `other`, in order.
   void add(const audit_lines& other);
+  /// Moves lines `first` … size()-1 to the end of `into` (none when first >= size()).
+  void move_tail(std::size_t first, audit_lines& into);
 
   std::size_t size() const { return ends_.size(); }
   bool empty() const { return ends_.empty(); }

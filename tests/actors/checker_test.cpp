@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/approval.hpp"
 #include "actors/audit_writer.hpp"
 #include "actors/checker.hpp"
 #include "io/audit_log.hpp"
@@ -27,7 +29,73 @@ actors::check_batch fetch(const std::string& url, const std::string& call_id) {
           {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url, url, {}, "url"}}};
 }
 
+using held_atom = caf::atom_constant<caf::atom("held")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
+// An approver that holds every question, tells `observer` it holds one, and answers allow to
+// all it holds when told to release them.
+caf::behavior releasable_approver(caf::event_based_actor* self, caf::actor observer) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+      [=](actors::question_atom, actors::hitl_question&) {
+        auto rp = self->make_response_promise();
+        held->push_back(rp);
+        self->send(observer, held_atom::value);
+        return rp;
+      },
+      [=](release_atom) {
+        for (auto& rp : *held) rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
+        held->clear();
+      },
+  };
+}
+
+std::vector<std::string> trail_call_ids(const testing::temp_home& home) {
+  std::vector<std::string> ids;
+  std::ifstream in(home.dhara_home() / "audit.jsonl");
+  for (std::string line; std::getline(in, line);) ids.push_back(nlohmann::json::parse(line)["toolCallId"]);
+  return ids;
+}
+
 }  // namespace
+
+TEST_CASE("a batch waiting for a human keeps the lines it wrote until it is answered", "[runtime][audit]") {
+  testing::temp_home home;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_config wc;
+  wc.dhara_home = home.dhara_home().string();
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  // ext-5 may read (approved), but its network:fetch is pending: an interactive session asks.
+  testing::policy_fixture fixture;
+  fixture.perms[5].capabilities = {{"filesystem:read", policy::permission_state::approved}};
+  auto checker = actors::spawn_checker(sys, fixture.compile(/*interactive=*/true), writer, {});
+  auto approver = sys.spawn(releasable_approver, caf::actor_cast<caf::actor>(self));
+  caf::anon_send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
+
+  // A: a read decided at once, then a fetch that waits for the human.
+  actors::check_batch a{"ext-5", "sync", "call-a", "s-1",
+                        {policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path,
+                                            "/home/u/proj/src/app.ts", {}, "path"},
+                         policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
+                                            "https://api.example.com/v1", {}, "url"}}};
+  auto waiting = self->request(checker, 10s, actors::check_atom::value, std::move(a));
+  self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never asked the approver"); });
+  // B, decided and answered meanwhile: its append is written, and A's read must not be in it.
+  self->request(checker, 10s, actors::check_atom::value, fetch("https://api.example.com/v2", "call-b"))
+      .receive([](actors::check_outcome& o) { CHECK(o.allowed); },
+               [&](caf::error& e) { FAIL("the check was not answered: " << sys.render(e)); });
+  CHECK(trail_call_ids(home) == std::vector<std::string>{"call-b"});
+
+  self->send(approver, release_atom::value);
+  waiting.receive([](actors::check_outcome& o) { CHECK(o.allowed); },
+                  [&](caf::error& e) { FAIL("the held check was not answered: " << sys.render(e)); });
+  // A's two lines went out together, with the answer that waited for them.
+  CHECK(trail_call_ids(home) == std::vector<std::string>{"call-b", "call-a", "call-a"});
+  for (auto a : {caf::actor_cast<caf::actor>(checker), approver, caf::actor_cast<caf::actor>(writer)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
 
 TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials always are", "[runtime][audit]") {
   testing::temp_home home;

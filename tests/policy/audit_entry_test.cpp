@@ -141,6 +141,22 @@ TEST_CASE("audit_lines hold each line's body up to the seq, from entries and fro
   CHECK(prefix == lines[2]);
   CHECK(prefix.ends_with(R"(,"seq":)"));
 
+  // The last two lines move to another set, after what it holds; the first two stay.
+  audit_lines moved;
+  moved.add(plain);
+  const std::string third(lines[2]), fourth(lines[3]);
+  lines.move_tail(2, moved);
+  REQUIRE(lines.size() == 2);
+  REQUIRE(moved.size() == 3);
+  CHECK(std::string(lines[1]) + "1" == expected_plain);
+  CHECK(lines.bytes() == lines[0].size() + lines[1].size());
+  CHECK(moved[1] == third);
+  CHECK(moved[2] == fourth);
+  CHECK(moved.bytes() == moved[0].size() + third.size() + fourth.size());
+  lines.move_tail(2, moved);  // nothing past the end
+  CHECK(lines.size() == 2);
+  CHECK(moved.size() == 3);
+
   lines.clear();
   CHECK(lines.empty());
   CHECK(lines.bytes() == 0);
