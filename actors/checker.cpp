@@ -192,15 +192,17 @@ void finish(checker_ptr self, pending_batch& p) {
 // Asks the approver about the check before p->next (whose decision was `asked`), then goes on
 // with the batch; its lines stay with it until it is decided.
 void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy::decision& asked) {
-  const policy::gate_check& c = p->batch.checks[p->next - 1];
+  const policy::gate_check& question_check = p->batch.checks[p->next - 1];
   p->asked_root = std::string(asked.matched_rule);
   hitl_question q;
   q.kind = question_kind::capability;
   q.extension = p->batch.extension;
   q.tool = p->batch.tool;
   q.tool_call_id = p->batch.tool_call_id;
-  q.capability = std::string(policy::to_string(c.cap));
-  q.subject = c.kind == policy::subject_kind::argv ? policy::approval_subject({{"argv", c.argv}}).text : c.subject;
+  q.capability = std::string(policy::to_string(question_check.cap));
+  q.subject = question_check.kind == policy::subject_kind::argv
+                  ? policy::approval_subject({{"argv", question_check.argv}}).text
+                  : question_check.subject;
   auto done = [self, p] {
     self->state.lines.add(p->lines);
     finish(self, *p);

@@ -50,6 +50,20 @@ caf::behavior releasable_approver(caf::event_based_actor* self, caf::actor obser
   };
 }
 
+// An actor system with an audit writer on `home`'s trail (durability write).
+struct writer_rig {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_actor writer;
+
+  explicit writer_rig(const testing::temp_home& home) {
+    actors::audit_writer_config wc;
+    wc.dhara_home = home.dhara_home().string();
+    writer = actors::spawn_audit_writer(sys, wc);
+  }
+};
+
 std::vector<std::string> trail_call_ids(const testing::temp_home& home) {
   std::vector<std::string> ids;
   std::ifstream in(home.dhara_home() / "audit.jsonl");
@@ -61,12 +75,10 @@ std::vector<std::string> trail_call_ids(const testing::temp_home& home) {
 
 TEST_CASE("a batch waiting for a human keeps the lines it wrote until it is answered", "[runtime][audit]") {
   testing::temp_home home;
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  actors::audit_writer_config wc;
-  wc.dhara_home = home.dhara_home().string();
-  auto writer = actors::spawn_audit_writer(sys, wc);
+  writer_rig rig(home);
+  caf::actor_system& sys = rig.sys;
+  caf::scoped_actor& self = rig.self;
+  const actors::audit_writer_actor& writer = rig.writer;
   // ext-5 may read (approved), but its network:fetch is pending: an interactive session asks.
   testing::policy_fixture fixture;
   fixture.perms[5].capabilities = {{"filesystem:read", policy::permission_state::approved}};
@@ -93,8 +105,8 @@ TEST_CASE("a batch waiting for a human keeps the lines it wrote until it is answ
                   [&](caf::error& e) { FAIL("the held check was not answered: " << sys.render(e)); });
   // A's two lines went out together, with the answer that waited for them.
   CHECK(trail_call_ids(home) == std::vector<std::string>{"call-b", "call-a", "call-a"});
-  for (auto a : {caf::actor_cast<caf::actor>(checker), approver, caf::actor_cast<caf::actor>(writer)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto actor : {caf::actor_cast<caf::actor>(checker), approver, caf::actor_cast<caf::actor>(writer)})
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials always are", "[runtime][audit]") {
@@ -111,12 +123,10 @@ TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials 
       {"https://evil.test/quiet/b", false, true},       // denied: written although its path matches
   };
   {
-    caf::actor_system_config cfg;
-    caf::actor_system sys{cfg};
-    caf::scoped_actor self{sys};
-    actors::audit_writer_config wc;
-    wc.dhara_home = home.dhara_home().string();
-    auto writer = actors::spawn_audit_writer(sys, wc);
+    writer_rig rig(home);
+    caf::actor_system& sys = rig.sys;
+  caf::scoped_actor& self = rig.self;
+  const actors::audit_writer_actor& writer = rig.writer;
     auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer,
                                          {"https://api.example.com/skip/**", "/quiet/**"});
     for (std::size_t i = 0; i < rows.size(); ++i) {
