@@ -67,8 +67,6 @@ std::string joined(const std::vector<std::string>& argv) {
   return out;
 }
 
-}  // namespace
-
 // Serializes the audit line of one decided check into `out` (timestamp now), unless
 // auditIgnorePatterns drop it (never a denial). Reads the batch's own strings: no entry is built.
 void add_audit_line(policy::audit_lines& out, const check_batch& batch, const policy::gate_check& check,
@@ -99,8 +97,6 @@ void add_audit_line(policy::audit_lines& out, const check_batch& batch, const po
   e.session = batch.session;
   if (!policy::is_ignored(e, ignore_patterns)) out.add(e);
 }
-
-namespace {
 
 using checker_ptr = checker_actor::stateful_pointer<checker_state>;
 

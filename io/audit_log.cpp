@@ -675,10 +675,7 @@ bool audit_log::share_current_file() {
 }
 
 policy::result<std::uint64_t> audit_log::append(std::span<policy::audit_entry> entries, audit_sync sync) {
-  policy::audit_lines lines;
-  std::size_t bytes = 0;
-  for (const policy::audit_entry& e : entries) bytes += 200 + e.reason.size() + e.tool.size();
-  lines.reserve(entries.size(), bytes);
+  policy::audit_lines lines;  // its serializer reserves room for the text as it goes
   for (const policy::audit_entry& e : entries) lines.add(e);
   auto written = append(std::span<const policy::audit_lines>(&lines, 1), sync);
   if (written) {

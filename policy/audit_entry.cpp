@@ -295,9 +295,6 @@ void append_prefix(std::string& out, const Entry& entry) {
 
 }  // namespace
 
-void append_audit_prefix(std::string& out, const audit_entry& entry) { append_prefix(out, entry); }
-void append_audit_prefix(std::string& out, const audit_entry_view& entry) { append_prefix(out, entry); }
-
 void append_audit_body(std::string& out, const audit_entry& entry) {
   append_prefix(out, entry);
   char digits[20];  // 2^64-1 has 20 digits

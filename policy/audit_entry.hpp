@@ -109,10 +109,6 @@ inline constexpr std::size_t audit_timestamp_bytes = 24;
 /// (no closing brace). `reason` appears when non-empty and always on a denial.
 void append_audit_body(std::string& out, const audit_entry& entry);
 
-/// Appends B without the seq's digits: what append_audit_body writes before `entry.seq`.
-void append_audit_prefix(std::string& out, const audit_entry& entry);
-void append_audit_prefix(std::string& out, const audit_entry_view& entry);
-
 /// Appends `,"hash":"<hash_hex>"}` and a newline. `hash_hex` must be 64 lowercase hex chars.
 void append_audit_suffix(std::string& out, std::string_view hash_hex);
 

@@ -136,10 +136,7 @@ TEST_CASE("audit_lines hold each line's body up to the seq, from entries and fro
   CHECK(std::string(lines[1]) + "1" == expected_plain);
   CHECK(std::string(lines[2]) + "42" == expected_full);
   CHECK(std::string(lines[3]) + "1" == expected_plain);
-  std::string prefix;
-  append_audit_prefix(prefix, view);
-  CHECK(prefix == lines[2]);
-  CHECK(prefix.ends_with(R"(,"seq":)"));
+  CHECK(lines[2].ends_with(R"(,"seq":)"));
 
   // The last two lines move to another set, after what it holds; the first two stay.
   audit_lines moved;
