@@ -207,6 +207,8 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text) {
     for (const json& e : *it) {
       if (!e.is_string()) return bad(errc::invalid_type, key, "must be an array of strings");
       std::string s = e.get<std::string>();
+      if (must_be_path && s.find('\0') != std::string::npos)
+        return bad(errc::invalid_path, key, "holds a path with a NUL character");
       if (must_be_path && !normalized_abs(s))
         return bad(errc::invalid_path, key, "holds '" + s + "', not an absolute normalized path");
       out.push_back(std::move(s));
@@ -219,8 +221,11 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text) {
         std::tuple{"maskGlobs", &p.mask_globs, false},
         std::tuple{"unenforced", &p.unenforced, false}})
     if (auto e = paths(key, *out, is_path)) return *e;
-  for (const std::string& g : p.mask_globs)
+  for (const std::string& g : p.mask_globs) {
+    // The launcher hands patterns on as C strings: a NUL would cut one short.
+    if (g.find('\0') != std::string::npos) return bad(errc::invalid_path, "maskGlobs", "holds a pattern with a NUL character");
     if (g.empty() || g.front() != '/') return bad(errc::invalid_path, "maskGlobs", "holds '" + g + "', not absolute");
+  }
   if (auto n = j.find("network"); n != j.end()) {
     if (!n->is_object()) return bad(errc::invalid_type, "network", "must be an object");
     for (auto [key, out] : {std::pair{"connect", &p.network.connect}, std::pair{"bind", &p.network.bind},

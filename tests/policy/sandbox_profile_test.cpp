@@ -210,10 +210,12 @@ TEST_CASE("hostile profiles are refused with the field named", "[policy][sandbox
       {R"({"version":1,"read":["usr"]})", "'read'"},
       {R"({"version":1,"write":["/tmp/../etc"]})", "'write'"},
       {R"({"version":1,"mask":["/a//b"]})", "'mask'"},
+      {R"({"version":1,"read":["/a\u0000b"]})", "'read' holds a path with a NUL"},
       {R"({"version":1,"execute":[1]})", "'execute'"},
       {R"({"version":1,"network":{"connect":"yes"}})", "'network.connect'"},
       {R"({"version":1,"spawn":1})", "'spawn'"},
       {R"({"version":1,"maskGlobs":["*.key"]})", "'maskGlobs'"},
+      {R"({"version":1,"maskGlobs":["/a\u0000b"]})", "'maskGlobs' holds a pattern with a NUL"},
       {R"({"version":1,"tempDir":"tmp"})", "'tempDir'"},
   };
   for (auto [text, field] : table) {
