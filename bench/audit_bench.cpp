@@ -29,6 +29,7 @@
 #include <deque>
 
 #include "actors/audit_writer.hpp"
+#include "actors/scheduler.hpp"
 #include "audit_entries.hpp"
 #include "io/audit_log.hpp"
 #include "bench/ratio_reporter.hpp"
@@ -281,8 +282,7 @@ int main(int argc, char** argv) {
   std::printf("audit bench: files in %s\n", root.c_str());
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  dhara::actors::use_dhara_scheduler(cfg, 2);  // as a session runs
   {
     caf::actor_system sys{cfg};
     the_system = &sys;

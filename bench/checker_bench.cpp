@@ -22,6 +22,7 @@
 
 #include "actors/audit_writer.hpp"
 #include "actors/checker.hpp"
+#include "actors/scheduler.hpp"
 #include "support/extension_fixture.hpp"
 #include "support/policy_fixture.hpp"
 #include "bench/ratio_reporter.hpp"
@@ -207,8 +208,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  actors::use_dhara_scheduler(cfg, 2);  // as a session runs
   {
     caf::actor_system sys{cfg};
     the_system = &sys;

@@ -24,6 +24,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/scheduler.hpp"
 #include "broker/extension_host.hpp"
 #include "support/extension_fixture.hpp"
 
@@ -255,8 +256,7 @@ int main(int argc, char** argv) {
   std::size_t n = argc > 1 ? std::stoul(argv[1]) : 20000;
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  actors::use_dhara_scheduler(cfg, 2);  // as a session runs
   caf::actor_system sys{cfg};
 
   testing::temp_home home;

@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/scheduler.hpp"
 #include "io/log.hpp"
 #include "sandbox/launcher.hpp"
 
@@ -53,9 +54,9 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code, c
   for (const std::string& w : loaded->warnings) spdlog::warn("{}", w);
   auto s = std::make_unique<session>();
   s->policy = std::move(*loaded);
-  // Two cores: two workers, and "sharing" so idle workers do not burn CPU polling.
-  s->cfg.set("scheduler.max-threads", 2);
-  s->cfg.set("scheduler.policy", caf::atom("sharing"));
+  // Two cores: two workers that never poll, and a message keeps to its sender's worker
+  // (actors/scheduler.cpp).
+  actors::use_dhara_scheduler(s->cfg, 2);
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
   s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy, broker::host_options{options.prompt_at_load, options.session_id, sandbox::launcher_path()});
   s->host->start();

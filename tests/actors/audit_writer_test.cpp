@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include "actors/audit_writer.hpp"
+#include "actors/scheduler.hpp"
 #include "io/audit_log.hpp"
 #include "policy/settings.hpp"
 #include "support/extension_fixture.hpp"
@@ -61,7 +62,7 @@ TEST_CASE("every append is answered once its entries are written, with a seq tha
   std::map<std::string, std::uint64_t> acked;  // call id -> last seq of its append's answer
   {
     caf::actor_system_config cfg;
-    cfg.set("scheduler.max-threads", 2);
+    actors::use_dhara_scheduler(cfg, 2);
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
     actors::audit_writer_config wc;

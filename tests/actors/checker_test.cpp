@@ -14,6 +14,7 @@
 #include "actors/approval.hpp"
 #include "actors/audit_writer.hpp"
 #include "actors/checker.hpp"
+#include "actors/scheduler.hpp"
 #include "io/audit_log.hpp"
 #include "support/extension_fixture.hpp"
 #include "support/policy_fixture.hpp"
@@ -53,7 +54,7 @@ caf::behavior releasable_approver(caf::event_based_actor* self, caf::actor obser
 // An actor system with an audit writer on `home`'s trail (durability write).
 struct writer_rig {
   caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
   caf::scoped_actor self{sys};
   actors::audit_writer_actor writer;
 

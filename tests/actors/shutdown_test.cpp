@@ -13,6 +13,7 @@
 #include "actors/approval.hpp"
 #include "actors/audit_writer.hpp"
 #include "actors/checker.hpp"
+#include "actors/scheduler.hpp"
 #include "io/audit_log.hpp"
 #include "support/extension_fixture.hpp"
 #include "support/policy_fixture.hpp"
@@ -70,6 +71,7 @@ actors::check_outcome outcome_of(Handle& h, caf::actor_system& sys) {
 
 TEST_CASE("a check waiting for its audit entries is denied when the checker ends", "[runtime][shutdown]") {
   caf::actor_system_config cfg;
+  actors::use_dhara_scheduler(cfg, 2);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
@@ -87,6 +89,7 @@ TEST_CASE("a check waiting for its audit entries is denied when the checker ends
 
 TEST_CASE("a check waiting for a human is denied when the checker ends", "[runtime][shutdown]") {
   caf::actor_system_config cfg;
+  actors::use_dhara_scheduler(cfg, 2);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   testing::temp_home home;
@@ -115,6 +118,7 @@ TEST_CASE("entries pending when the audit writer ends are written and their call
   CAPTURE(policy::to_string(durability));
   {
     caf::actor_system_config cfg;
+    actors::use_dhara_scheduler(cfg, 2);
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
     actors::audit_writer_config wc;

@@ -16,6 +16,7 @@
 #include <caf/all.hpp>
 
 #include "actors/extension_supervisor.hpp"
+#include "actors/scheduler.hpp"
 #include "broker/extension_host.hpp"
 #include "io/jsonrpc.hpp"
 #include "io/path_resolver.hpp"
@@ -40,8 +41,7 @@ struct runtime_fixture {
   broker::interpreter_cache interpreters{std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin"};
 
   static caf::actor_system_config& tune(caf::actor_system_config& c) {
-    c.set("scheduler.max-threads", 2);
-    c.set("scheduler.policy", caf::atom("sharing"));
+    actors::use_dhara_scheduler(c, 2);  // as a session runs
     return c;
   }
   runtime_fixture() : sys{tune(sys_cfg)}, self{sys} {}

@@ -15,6 +15,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/scheduler.hpp"
 #include "broker/batch.hpp"
 #include "broker/extension_host.hpp"
 #include "io/permissions_file.hpp"
@@ -28,7 +29,7 @@ namespace {
 
 struct enforcement_fixture {
   caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
   testing::temp_home home;
 
   enforcement_fixture() {

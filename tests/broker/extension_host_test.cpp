@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/scheduler.hpp"
 #include "broker/batch.hpp"
 #include "broker/extension_host.hpp"
 #include "support/extension_fixture.hpp"
@@ -83,7 +84,7 @@ std::vector<json> json_lines(const std::string& text) {
 
 struct host_fixture {
   caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
   testing::temp_home home;
 };
 
