@@ -4,9 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
-#include <thread>
 #include <memory>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -30,18 +29,20 @@ caf::behavior echo_back(caf::event_based_actor*) {
   return {[](ping_atom, int n) { return n; }};
 }
 
-// Sends `rounds` requests to `peer` one after another, then tells `done` how many came back.
+// Pings `peer` `rounds` times, each ping after the previous answer, then tells `done` how
+// many answers came back.
 caf::behavior pinger(caf::event_based_actor* self, caf::actor peer, int rounds, caf::actor done) {
-  auto next = std::make_shared<std::function<void(int)>>();
-  *next = [=](int i) {
-    if (i == rounds) {
-      self->send(done, i);
-      self->quit();
-      return;
-    }
-    self->request(peer, caf::infinite, ping_atom::value, i).then([=](int back) { (*next)(back + 1); });
+  return {
+      [=](go_atom) { self->send(peer, ping_atom::value, 0); },
+      [=](int back) {  // the peer's answer to the last ping
+        if (back + 1 < rounds) {
+          self->send(peer, ping_atom::value, back + 1);
+        } else {
+          self->send(done, back + 1);
+          self->quit();
+        }
+      },
   };
-  return {[=](go_atom) { (*next)(0); }};
 }
 
 // Counts itself in and waits (at most 30 s) for a second one to arrive, then tells `report`
