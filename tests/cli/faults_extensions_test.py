@@ -137,10 +137,25 @@ def test_an_extension_that_stops_reading_its_stdin():
         stuck = [x.s.request("tools/call", {"tool": "hang-term/ok", "input": {"pad": "p" * (256 * 1024)}})
                  for _ in range(32)]
         ms = x.responsive("while hang-term's pipe is full")
-        # Each is answered: cancelled at callTimeoutMs, then the kill chain ends the process.
-        for id_ in [hang] + stuck:
+        # Each is answered. `hang` is cancelled at callTimeoutMs, then the kill chain ends the
+        # process. A call that reached the supervisor before the kill chain's SIGTERM is
+        # cancelled (-32004) or fails with the process (-32003). One that reached it after the
+        # SIGTERM waits for the next process and is answered there. That happens on a loaded
+        # machine under a sanitizer, where parsing 8 MiB of calls can take longer than
+        # callTimeoutMs.
+        r = x.s.wait_for(hang, limit=GUARD + 10)
+        assert r.get("error", {}).get("code") == -32004 and r["error"]["data"]["timeout"], r
+        failed = restarted = 0
+        for id_ in stuck:
             r = x.s.wait_for(id_, limit=GUARD + 10)
-            assert r["error"]["code"] in (-32004, -32003), r
+            if "error" in r:
+                assert r["error"]["code"] in (-32004, -32003), r
+                failed += 1
+            else:
+                assert text(r) == "ok", r
+                restarted += 1
+        # The pipe was full: at least the first 256 KiB call was in flight to the stuck process.
+        assert failed >= 1, f"every call reached the next process; none found the pipe full ({restarted} answered)"
         # (A call made while the kill chain still runs goes to the dying process and fails as
         # crashed: wait for the new process.)
         deadline = time.monotonic() + GUARD
@@ -151,7 +166,8 @@ def test_an_extension_that_stops_reading_its_stdin():
         assert text(r) == "ok", r  # restarted
         x.same_descriptors("hang-term")
         hwm = x.healthy("hang-term")
-        print(f"     33 calls to a process that stopped reading: all answered; echo {ms:.0f} ms; VmHWM {hwm // 1024} MiB")
+        print(f"     33 calls to a process that stopped reading: all answered ({failed} failed with it, {restarted} by "
+              f"the next process); echo {ms:.0f} ms; VmHWM {hwm // 1024} MiB")
     finally:
         x.close()
 
