@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "policy/json_bytes.hpp"
 #include "policy/path_rules.hpp"
 
 namespace dhara::policy {
@@ -24,39 +25,9 @@ namespace {
 
 // ---- JSON string escaping -------------------------------------------------------------
 
-constexpr std::uint64_t ones = 0x0101010101010101ULL;
-constexpr std::uint64_t highs = 0x8080808080808080ULL;
-
-// Bytes that end a plain run: controls, '"', '\\' and every non-ASCII byte (validated
-// separately). Non-zero high bits mark them; on a little-endian load the lowest set bit is
-// exactly the first such byte, because the borrow tricks only give false positives above a
-// true one.
-inline std::uint64_t special_bytes(std::uint64_t w) {
-  const std::uint64_t control = (w - ones * 0x20) & ~w;
-  const std::uint64_t q = w ^ (ones * static_cast<unsigned char>('"'));
-  const std::uint64_t quote = (q - ones) & ~q;
-  const std::uint64_t b = w ^ (ones * static_cast<unsigned char>('\\'));
-  const std::uint64_t backslash = (b - ones) & ~b;
-  return (control | quote | backslash | w) & highs;
-}
-
-constexpr bool is_special(unsigned char c) { return c < 0x20 || c == '"' || c == '\\' || c >= 0x80; }
-
-// Advances past bytes that go out unchanged, eight at a time where possible.
-inline const char* skip_plain(const char* p, const char* end) {
-  if constexpr (std::endian::native == std::endian::little) {
-    while (end - p >= 8) {
-      std::uint64_t w;
-      std::memcpy(&w, p, sizeof w);
-      if (const std::uint64_t m = special_bytes(w); m != 0) {
-        return p + std::countr_zero(m) / 8;
-      }
-      p += 8;
-    }
-  }
-  while (p != end && !is_special(static_cast<unsigned char>(*p))) ++p;
-  return p;
-}
+using json_bytes::next_utf8;
+using json_bytes::skip_plain;
+using json_bytes::utf8_step;
 
 constexpr char hex_digits[] = "0123456789abcdef";
 
@@ -74,40 +45,6 @@ inline void append_escaped_ascii(std::string& out, unsigned char c) {
       out.append(u, sizeof u);
     }
   }
-}
-
-// One step of UTF-8 validation (Unicode Table 3-7, "well-formed byte sequences"):
-// the length of a valid sequence, or of the maximal invalid subpart that U+FFFD replaces
-// (at least one byte). Overlongs, surrogates and > U+10FFFF fail on the second byte.
-struct utf8_step {
-  std::size_t length;
-  bool valid;
-};
-
-inline utf8_step next_utf8(const unsigned char* p, const unsigned char* end) {
-  const unsigned char c = p[0];
-  std::size_t trail = 0;
-  unsigned char lo = 0x80;
-  unsigned char hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    trail = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    trail = 2;
-    if (c == 0xE0) lo = 0xA0;  // below: overlong
-    if (c == 0xED) hi = 0x9F;  // above: UTF-16 surrogates D800..DFFF
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    trail = 3;
-    if (c == 0xF0) lo = 0x90;  // below: overlong
-    if (c == 0xF4) hi = 0x8F;  // above: beyond U+10FFFF
-  } else {
-    return {1, false};  // 80..C1 (continuation byte or overlong lead), F5..FF
-  }
-  for (std::size_t i = 1; i <= trail; ++i) {
-    if (p + i == end || p[i] < lo || p[i] > hi) return {i, false};
-    lo = 0x80;
-    hi = 0xBF;
-  }
-  return {trail + 1, true};
 }
 
 // ---- timestamps (Howard Hinnant's civil calendar algorithms) ----------------------------

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "policy/json_fast.hpp"
+
 namespace dhara::policy {
 namespace {
 
@@ -129,6 +131,10 @@ std::string printable_excerpt(std::string_view s, std::size_t max_bytes) {
 result<nlohmann::json> parse_json_text(std::string_view text, std::string_view source, std::size_t max_depth) {
   try {
     json doc;
+    // Well-formed text takes the fast path; anything it does not vouch for is parsed again
+    // here, and nlohmann decides.
+    if (parse_json_fast(text, max_depth, doc)) return doc;
+    doc = json();
     limited_dom sax(doc, max_depth);
     bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
                               /*ignore_comments=*/false);

@@ -1,7 +1,8 @@
 // One JSON parser for untrusted text (config, manifests, permissions, protocol lines, batch
 // lines): nesting deeper than a limit is refused before the deep value exists (copying and
 // dumping a json value recurse once per level), and syntax errors name line and column in
-// short, printable text.
+// short, printable text. Well-formed text goes through a fast path (json_fast.hpp) that
+// builds the same document; nlohmann's parser decides everything else.
 #pragma once
 
 #include <cstddef>

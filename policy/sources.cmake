@@ -4,6 +4,7 @@ set(DHARA_POLICY_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/decision.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_text.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/json_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/capability.cpp
   ${CMAKE_CURRENT_LIST_DIR}/level.cpp
   ${CMAKE_CURRENT_LIST_DIR}/path_rules.cpp

@@ -1,6 +1,10 @@
 // The shared JSON parser for untrusted text: positions, depth limit, printable reasons.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
+
+#include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
 
 using namespace dhara::policy;
@@ -50,4 +54,113 @@ TEST_CASE("error reasons are short and printable whatever the input", "[policy][
   for (char c : bad.err().message) CHECK((c >= 0x20 && c < 0x7f));
   CHECK(printable_excerpt("a\nb\xff") == "a\\x0ab\\xff");
   CHECK(printable_excerpt(std::string(10, 'z'), 4) == "zzzz...");
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Equal values of equal types all the way down (json's operator== calls 1, 1u and 1.0 equal).
+bool same(const json& a, const json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+      if (i.key() != j.key() || !same(*i, *j)) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      if (!same(a[k], b[k])) return false;
+    return true;
+  }
+  if (a.is_number_float()) return a.get<double>() == b.get<double>() && std::signbit(a.get<double>()) == std::signbit(b.get<double>());
+  return a == b;
+}
+
+}  // namespace
+
+TEST_CASE("the fast path accepts well-formed text and builds nlohmann's document", "[policy][json]") {
+  const std::string_view table[] = {
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"tool":"fs/read","input":{"path":"src/a.txt"}}})",
+      R"([0, -0, 1, -1, 3.5, -0.0, 1e3, 2E-2, 1.5e+2, 18446744073709551615, 18446744073709551616,
+          -9223372036854775808, -9223372036854775809, 4.9e-324])",
+      R"({"e":"\"\\\/\b\f\n\r\t\u0000\u00e9\u20ac\ud83d\ude00\uDBFF\uDFFF"})",
+      "{\"u\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\x7f\"}",
+      R"({"dup":1,"x":{},"dup":[true,false,null,[],{}]})",
+      " \t\r\n {\"a\" : [ ] , \"b\" : { } } \n",
+      R"("a lone string")",
+      "12",
+      "null",
+  };
+  for (std::string_view text : table) {
+    CAPTURE(text);
+    json fast;
+    REQUIRE(parse_json_fast(text, max_json_depth, fast));
+    CHECK(same(fast, json::parse(text)));
+    auto doc = parse_json_text(text, "");
+    REQUIRE(doc);
+    CHECK(same(*doc, fast));
+  }
+  // The duplicate key: the last one wins, as in nlohmann's document.
+  json dup;
+  REQUIRE(parse_json_fast(R"({"k":1,"k":"two"})", max_json_depth, dup));
+  CHECK(dup == json{{"k", "two"}});
+  // Integers keep nlohmann's types: unsigned from 0 up, signed below, double beyond 64 bits.
+  json nums;
+  REQUIRE(parse_json_fast("[0, -0, -1, 18446744073709551616]", max_json_depth, nums));
+  CHECK(nums[0].is_number_unsigned());
+  CHECK(nums[1].is_number_integer());
+  CHECK_FALSE(nums[1].is_number_unsigned());
+  CHECK(nums[2].get<std::int64_t>() == -1);
+  CHECK(nums[3].is_number_float());
+}
+
+TEST_CASE("a special byte anywhere in a long plain run is seen", "[policy][json]") {
+  // The plain runs are scanned 8 bytes at a time: each special byte at each offset of a word.
+  const std::string specials[] = {"\\n", "\\\"", "\\u00e9", "\xc3\xa9", "\x7f", "\"", "\x01", "\xff"};
+  for (const std::string& special : specials) {
+    for (std::size_t at = 0; at < 20; ++at) {
+      const std::string text = "\"" + std::string(at, 'a') + special + std::string(23 - at, 'b') + "\"";
+      CAPTURE(special, at);
+      const json reference = json::parse(text, nullptr, false);
+      json fast;
+      const bool accepted = parse_json_fast(text, max_json_depth, fast);
+      CHECK(accepted == !reference.is_discarded());
+      if (accepted) CHECK(same(fast, reference));
+    }
+  }
+}
+
+TEST_CASE("the fast path refuses what it cannot vouch for, and nlohmann then decides", "[policy][json]") {
+  struct row { std::string text; bool valid; };
+  const row table[] = {
+      // invalid: parse_json_text gives nlohmann's error
+      {"", false}, {"{", false}, {"[1,]", false}, {"{\"a\":1,}", false}, {"01", false}, {"1.", false},
+      {"-", false}, {".5", false}, {"1e", false}, {"+1", false}, {"tru", false}, {"nul", false},
+      {"[1] x", false}, {"\"\\x\"", false}, {"\"\\ud800\"", false}, {"\"\\udc00\"", false},
+      {"\"\\ud800\\u0041\"", false}, {"\"\\u12g4\"", false}, {"\"tab\there\"", false},
+      {"\"\xc0\xaf\"", false}, {"\"\xed\xa0\x80\"", false}, {"\"\xf4\x90\x80\x80\"", false},
+      {"\"\xe2\x82\"", false}, {"\"unterminated", false}, {"1e400", false}, {"-1e400", false},
+      {"NaN", false}, {"{\"a\" 1}", false}, {"{1:2}", false}, {std::string("[\0]", 3), false},
+      // valid, but left to nlohmann: a byte-order mark, an underflowing exponent
+      {"\xef\xbb\xbf{\"bom\":true}", true}, {"1e-400", true},
+  };
+  for (const row& r : table) {
+    CAPTURE(r.text);
+    json fast;
+    CHECK_FALSE(parse_json_fast(r.text, max_json_depth, fast));
+    const json reference = json::parse(r.text, nullptr, false);
+    REQUIRE(reference.is_discarded() == !r.valid);
+    auto doc = parse_json_text(r.text, "");
+    REQUIRE(doc.has_value() == r.valid);
+    if (doc) CHECK(same(*doc, reference));
+  }
+  // Depth: within the limit only; a limit above what the fast path recurses to is nlohmann's.
+  json v;
+  CHECK(parse_json_fast("[[1]]", 2, v));
+  CHECK_FALSE(parse_json_fast("[[[1]]]", 2, v));
+  CHECK_FALSE(parse_json_fast("[1]", fast_json_max_depth + 1, v));
+  CHECK(parse_json_text("[1]", "", fast_json_max_depth + 1));
 }

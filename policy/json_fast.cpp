@@ -1,0 +1,286 @@
+// The fast JSON path (see json_fast.hpp). Grammar of RFC 8259; strings are checked as
+// nlohmann checks them: no control bytes, the nine escapes, \u surrogates in pairs, UTF-8
+// by RFC 3629 (no overlong forms, no encoded surrogates, nothing above U+10FFFF).
+#include "policy/json_fast.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "policy/json_bytes.hpp"
+
+namespace dhara::policy {
+namespace {
+
+using json = nlohmann::json;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void append_utf8(std::string& s, std::uint32_t cp) {
+  if (cp < 0x80) {
+    s.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+class parser {
+ public:
+  parser(std::string_view text, std::size_t max_depth)
+      : p_(text.data()), end_(text.data() + text.size()), max_depth_(max_depth) {}
+
+  bool document(json& out) {
+    skip_space();
+    if (!value(out)) return false;
+    skip_space();
+    return p_ == end_;
+  }
+
+ private:
+  void skip_space() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+
+  bool value(json& out) {
+    if (p_ == end_) return false;
+    switch (*p_) {
+      case '{': return object(out);
+      case '[': return array(out);
+      case '"':
+        out = json::string_t();
+        return string(out.get_ref<json::string_t&>());
+      case 't': return literal("true", json(true), out);
+      case 'f': return literal("false", json(false), out);
+      case 'n': return literal("null", json(nullptr), out);
+      default: return number(out);
+    }
+  }
+
+  bool literal(std::string_view word, json v, json& out) {
+    if (static_cast<std::size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    p_ += word.size();
+    out = std::move(v);
+    return true;
+  }
+
+  bool object(json& out) {
+    if (++depth_ > max_depth_) return false;
+    ++p_;  // '{'
+    out = json::object();
+    auto& members = out.get_ref<json::object_t&>();
+    skip_space();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      --depth_;
+      return true;
+    }
+    std::string key;
+    while (true) {
+      if (p_ == end_ || *p_ != '"') return false;
+      key.clear();
+      if (!string(key)) return false;
+      skip_space();
+      if (p_ == end_ || *p_ != ':') return false;
+      ++p_;
+      skip_space();
+      // Parsed in place; a duplicate key's slot is overwritten: the last one wins, as in
+      // nlohmann's document.
+      if (!value(members[key])) return false;
+      skip_space();
+      if (p_ == end_) return false;
+      if (*p_ == '}') break;
+      if (*p_ != ',') return false;
+      ++p_;
+      skip_space();
+    }
+    ++p_;
+    --depth_;
+    return true;
+  }
+
+  bool array(json& out) {
+    if (++depth_ > max_depth_) return false;
+    ++p_;  // '['
+    out = json::array();
+    auto& items = out.get_ref<json::array_t&>();
+    skip_space();
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+      --depth_;
+      return true;
+    }
+    while (true) {
+      items.emplace_back();
+      if (!value(items.back())) return false;
+      skip_space();
+      if (p_ == end_) return false;
+      if (*p_ == ']') break;
+      if (*p_ != ',') return false;
+      ++p_;
+      skip_space();
+    }
+    ++p_;
+    --depth_;
+    return true;
+  }
+
+  // At '"': the string's content, unescaped, appended to `s`.
+  bool string(std::string& s) {
+    ++p_;
+    while (true) {
+      const char* run = p_;
+      p_ = json_bytes::skip_plain(p_, end_);
+      s.append(run, p_);
+      if (p_ == end_) return false;
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (c == '\\') {
+        if (!escape(s)) return false;
+      } else if (c < 0x20) {
+        return false;
+      } else if (!utf8_sequence(s)) {
+        return false;
+      }
+    }
+  }
+
+  // At '\\': one escape, its character appended.
+  bool escape(std::string& s) {
+    ++p_;
+    if (p_ == end_) return false;
+    const char c = *p_++;
+    switch (c) {
+      case '"': s.push_back('"'); return true;
+      case '\\': s.push_back('\\'); return true;
+      case '/': s.push_back('/'); return true;
+      case 'b': s.push_back('\b'); return true;
+      case 'f': s.push_back('\f'); return true;
+      case 'n': s.push_back('\n'); return true;
+      case 'r': s.push_back('\r'); return true;
+      case 't': s.push_back('\t'); return true;
+      case 'u': break;
+      default: return false;
+    }
+    std::uint32_t cp;
+    if (!hex4(cp)) return false;
+    if (cp >= 0xDC00 && cp <= 0xDFFF) return false;  // a low surrogate first
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      std::uint32_t low;
+      if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+      p_ += 2;
+      if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    }
+    append_utf8(s, cp);
+    return true;
+  }
+
+  bool hex4(std::uint32_t& cp) {
+    if (end_ - p_ < 4) return false;
+    cp = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int v = hex_value(p_[i]);
+      if (v < 0) return false;
+      cp = (cp << 4) | static_cast<std::uint32_t>(v);
+    }
+    p_ += 4;
+    return true;
+  }
+
+  // At a byte ≥ 0x80: one well-formed UTF-8 sequence, copied.
+  bool utf8_sequence(std::string& s) {
+    const auto* u = reinterpret_cast<const unsigned char*>(p_);
+    const json_bytes::utf8_step step = json_bytes::next_utf8(u, reinterpret_cast<const unsigned char*>(end_));
+    if (!step.valid) return false;
+    s.append(p_, step.length);
+    p_ += step.length;
+    return true;
+  }
+
+  static bool digit(char c) { return c >= '0' && c <= '9'; }
+
+  bool number(json& out) {
+    const char* start = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ == end_) return false;
+    if (*p_ == '0') {
+      ++p_;
+    } else if (*p_ >= '1' && *p_ <= '9') {
+      while (p_ != end_ && digit(*p_)) ++p_;
+    } else {
+      return false;
+    }
+    bool integer = true;
+    if (p_ != end_ && *p_ == '.') {
+      ++p_;
+      if (p_ == end_ || !digit(*p_)) return false;
+      while (p_ != end_ && digit(*p_)) ++p_;
+      integer = false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ == end_ || !digit(*p_)) return false;
+      while (p_ != end_ && digit(*p_)) ++p_;
+      integer = false;
+    }
+    // nlohmann: an integer that fits is unsigned (≥ 0) or signed (< 0); one that does not
+    // fit, and any fraction or exponent, is a double.
+    if (integer) {
+      if (negative) {
+        std::int64_t v;
+        if (auto [end, ec] = std::from_chars(start, p_, v); ec == std::errc{} && end == p_) {
+          out = json::number_integer_t{v};
+          return true;
+        }
+      } else {
+        std::uint64_t v;
+        if (auto [end, ec] = std::from_chars(start, p_, v); ec == std::errc{} && end == p_) {
+          out = json::number_unsigned_t{v};
+          return true;
+        }
+      }
+    }
+    double d;
+    auto [end, ec] = std::from_chars(start, p_, d);
+    // Out of range (overflow: nlohmann refuses it; underflow: strtod's rounding decides):
+    // left to nlohmann.
+    if (ec != std::errc{} || end != p_ || !std::isfinite(d)) return false;
+    out = json::number_float_t{d};
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+  std::size_t max_depth_;
+  std::size_t depth_ = 0;
+};
+
+}  // namespace
+
+bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::json& out) {
+  if (max_depth > fast_json_max_depth) return false;
+  return parser(text, max_depth).document(out);
+}
+
+}  // namespace dhara::policy

@@ -1,0 +1,26 @@
+// The fast path of parse_json_text: well-formed JSON within the depth limit, parsed in one
+// pass that copies plain string runs in bulk (nlohmann's lexer handles every byte on its
+// own, ~80 instructions a byte of a long string). It vouches only for text it accepts; for
+// anything else the caller parses again with nlohmann, which decides and names the error.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace dhara::policy {
+
+/// The deepest limit the fast path takes (it recurses once per level); a caller asking for
+/// more goes to nlohmann's parser, which does not recurse.
+inline constexpr std::size_t fast_json_max_depth = 512;
+
+/// Parses `text` into `out` and returns true when it is one well-formed JSON value nested at
+/// most `max_depth` deep; `out` is then the document nlohmann builds from it (the same value
+/// types: unsigned for integers ≥ 0, signed below, double for fractions and exponents and
+/// for integers out of 64-bit range; the last of duplicate keys). Returns false, `out`
+/// unspecified, for anything else: invalid text, a byte-order mark, a number it does not
+/// convert exactly as nlohmann does, or `max_depth` above fast_json_max_depth.
+bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::json& out);
+
+}  // namespace dhara::policy
