@@ -1,7 +1,7 @@
 // libFuzzer target for parse_json_text's fast path: whatever parse_json_fast accepts,
 // nlohmann's parser must accept too and build the same document, node for node and type for
 // type; and parse_json_text must answer as nlohmann does, with the fast path or without it.
-#include <cmath>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,38 +11,15 @@
 
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
+#include "tests/support/json_same.hpp"
 
 namespace {
 
 using json = nlohmann::json;
+using dhara::test::same_json;
 
 void require(bool ok) {
   if (!ok) std::abort();
-}
-
-// Equal values of equal types all the way down (json's operator== calls 1, 1u and 1.0 equal).
-bool same(const json& a, const json& b) {
-  if (a.type() != b.type()) return false;
-  switch (a.type()) {
-    case json::value_t::object: {
-      if (a.size() != b.size()) return false;
-      auto i = a.begin();
-      auto j = b.begin();
-      for (; i != a.end(); ++i, ++j)
-        if (i.key() != j.key() || !same(*i, *j)) return false;
-      return true;
-    }
-    case json::value_t::array:
-      if (a.size() != b.size()) return false;
-      for (std::size_t k = 0; k < a.size(); ++k)
-        if (!same(a[k], b[k])) return false;
-      return true;
-    case json::value_t::number_float: {
-      const double x = a.get<double>(), y = b.get<double>();
-      return x == y && std::signbit(x) == std::signbit(y);
-    }
-    default: return a == b;
-  }
 }
 
 std::size_t depth_of(const json& v) {
@@ -64,11 +41,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (dhara::policy::parse_json_fast(in, limit, fast)) {
       require(valid);
       require(depth_of(reference) <= limit);
-      require(same(fast, reference));
+      require(same_json(fast, reference));
     }
     const auto full = dhara::policy::parse_json_text(in, "f", limit);
     require(full.has_value() == (valid && depth_of(reference) <= limit));
-    if (full) require(same(*full, reference));
+    if (full) require(same_json(*full, reference));
   }
   return 0;
 }

@@ -1,11 +1,11 @@
 // The shared JSON parser for untrusted text: positions, depth limit, printable reasons.
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <cstdint>
 
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
+#include "support/json_same.hpp"
 
 using namespace dhara::policy;
 
@@ -56,30 +56,8 @@ TEST_CASE("error reasons are short and printable whatever the input", "[policy][
   CHECK(printable_excerpt(std::string(10, 'z'), 4) == "zzzz...");
 }
 
-namespace {
-
 using nlohmann::json;
-
-// Equal values of equal types all the way down (json's operator== calls 1, 1u and 1.0 equal).
-bool same(const json& a, const json& b) {
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
-      if (i.key() != j.key() || !same(*i, *j)) return false;
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t k = 0; k < a.size(); ++k)
-      if (!same(a[k], b[k])) return false;
-    return true;
-  }
-  if (a.is_number_float()) return a.get<double>() == b.get<double>() && std::signbit(a.get<double>()) == std::signbit(b.get<double>());
-  return a == b;
-}
-
-}  // namespace
+using dhara::test::same_json;
 
 TEST_CASE("the fast path accepts well-formed text and builds nlohmann's document", "[policy][json]") {
   const std::string_view table[] = {
@@ -98,10 +76,10 @@ TEST_CASE("the fast path accepts well-formed text and builds nlohmann's document
     CAPTURE(text);
     json fast;
     REQUIRE(parse_json_fast(text, max_json_depth, fast));
-    CHECK(same(fast, json::parse(text)));
+    CHECK(same_json(fast, json::parse(text)));
     auto doc = parse_json_text(text, "");
     REQUIRE(doc);
-    CHECK(same(*doc, fast));
+    CHECK(same_json(*doc, fast));
   }
   // The duplicate key: the last one wins, as in nlohmann's document.
   json dup;
@@ -128,7 +106,7 @@ TEST_CASE("a special byte anywhere in a long plain run is seen", "[policy][json]
       json fast;
       const bool accepted = parse_json_fast(text, max_json_depth, fast);
       CHECK(accepted == !reference.is_discarded());
-      if (accepted) CHECK(same(fast, reference));
+      if (accepted) CHECK(same_json(fast, reference));
     }
   }
 }
@@ -155,7 +133,7 @@ TEST_CASE("the fast path refuses what it cannot vouch for, and nlohmann then dec
     REQUIRE(reference.is_discarded() == !r.valid);
     auto doc = parse_json_text(r.text, "");
     REQUIRE(doc.has_value() == r.valid);
-    if (doc) CHECK(same(*doc, reference));
+    if (doc) CHECK(same_json(*doc, reference));
   }
   // Depth: within the limit only; a limit above what the fast path recurses to is nlohmann's.
   json v;
