@@ -79,32 +79,22 @@ class parser {
     return true;
   }
 
-  bool object(json& out) {
+  // At '{' or '[': the entries up to `close`, separated by commas, each read by `entry`.
+  template <class Entry>
+  bool container(char close, Entry entry) {
     if (++depth_ > max_depth_) return false;
-    ++p_;  // '{'
-    out = json::object();
-    auto& members = out.get_ref<json::object_t&>();
+    ++p_;
     skip_space();
-    if (p_ != end_ && *p_ == '}') {
+    if (p_ != end_ && *p_ == close) {
       ++p_;
       --depth_;
       return true;
     }
-    std::string key;
     while (true) {
-      if (p_ == end_ || *p_ != '"') return false;
-      key.clear();
-      if (!string(key)) return false;
-      skip_space();
-      if (p_ == end_ || *p_ != ':') return false;
-      ++p_;
-      skip_space();
-      // Parsed in place; a duplicate key's slot is overwritten: the last one wins, as in
-      // nlohmann's document.
-      if (!value(members[key])) return false;
+      if (!entry()) return false;
       skip_space();
       if (p_ == end_) return false;
-      if (*p_ == '}') break;
+      if (*p_ == close) break;
       if (*p_ != ',') return false;
       ++p_;
       skip_space();
@@ -114,30 +104,31 @@ class parser {
     return true;
   }
 
+  bool object(json& out) {
+    out = json::object();
+    auto& members = out.get_ref<json::object_t&>();
+    std::string key;
+    return container('}', [&] {
+      if (p_ == end_ || *p_ != '"') return false;
+      key.clear();
+      if (!string(key)) return false;
+      skip_space();
+      if (p_ == end_ || *p_ != ':') return false;
+      ++p_;
+      skip_space();
+      // Parsed in place; a duplicate key's slot is overwritten: the last one wins, as in
+      // nlohmann's document.
+      return value(members[key]);
+    });
+  }
+
   bool array(json& out) {
-    if (++depth_ > max_depth_) return false;
-    ++p_;  // '['
     out = json::array();
     auto& items = out.get_ref<json::array_t&>();
-    skip_space();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
-      --depth_;
-      return true;
-    }
-    while (true) {
+    return container(']', [&] {
       items.emplace_back();
-      if (!value(items.back())) return false;
-      skip_space();
-      if (p_ == end_) return false;
-      if (*p_ == ']') break;
-      if (*p_ != ',') return false;
-      ++p_;
-      skip_space();
-    }
-    ++p_;
-    --depth_;
-    return true;
+      return value(items.back());
+    });
   }
 
   // At '"': the string's content, unescaped, appended to `s`.
