@@ -11,10 +11,82 @@
 namespace dhara::policy {
 namespace {
 
+// ASCII only, as the C locale's tolower (dhara never sets a locale): host names are compared
+// byte for byte once lowered.
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out) c = ascii_lower(c);
   return out;
+}
+
+bool equals_lowered(std::string_view s, std::string_view lowered) {
+  if (s.size() != lowered.size()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (ascii_lower(s[i]) != lowered[i]) return false;
+  return true;
+}
+
+// The parts of an absolute http(s) URL, as views into it; the host is not lowered yet.
+struct url_parts {
+  bool https = false;
+  std::string_view host;  // no brackets, no trailing dot, not empty
+  std::uint16_t port = 0;
+  std::string_view path;  // from the first '/', '?' or '#' (may be empty)
+};
+
+// Splits `url` into `out` without allocating. Returns nullptr, or why the URL is refused: the
+// end of the sentence "the URL '<url>' …".
+const char* split_url(std::string_view url, url_parts& out) {
+  auto colon = url.find("://");
+  if (colon == std::string_view::npos) return "is not an absolute http(s) URL";
+  std::string_view scheme = url.substr(0, colon);
+  if (equals_lowered(scheme, "https")) out.https = true;
+  else if (equals_lowered(scheme, "http")) out.https = false;
+  else return "does not use http or https";
+  std::string_view rest = url.substr(colon + 3);
+  std::size_t end = 0;  // the authority ends at the first '/', '?' or '#'
+  bool refused_char = false;
+  for (; end < rest.size(); ++end) {
+    const char c = rest[end];
+    if (c == '/' || c == '?' || c == '#') break;
+    refused_char |= static_cast<unsigned char>(c) <= 0x20 || c == '\\' || c == '%' || c == 0x7F;
+  }
+  if (refused_char) return "has a character in its host part that dhara does not accept";
+  std::string_view authority = rest.substr(0, end);
+  out.path = rest.substr(end);
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  std::string_view host = authority, port;
+  if (authority.starts_with('[')) {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return "has an unclosed '['";
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return "has text after its IPv6 address";
+      port = after.substr(1);
+    }
+  } else if (auto c = authority.rfind(':'); c != std::string_view::npos) {
+    host = authority.substr(0, c);
+    port = authority.substr(c + 1);
+  }
+  if (!port.empty()) {
+    unsigned value = 0;
+    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc{} || p != port.data() + port.size() || value == 0 || value > 65535) return "has an invalid port";
+    out.port = static_cast<std::uint16_t>(value);
+  } else {
+    out.port = out.https ? 443 : 80;
+  }
+  while (!host.empty() && host.back() == '.') host.remove_suffix(1);
+  if (host.empty()) return "has no host";
+  out.host = host;
+  return nullptr;
+}
+
+std::string refused_url(std::string_view url, const char* why) {
+  return "the URL '" + std::string(url) + "' " + why;
 }
 
 decision deny(std::string reason, std::string_view rule = {}) {
@@ -60,48 +132,13 @@ std::string ip_address::to_string() const {
 }
 
 result<parsed_url> parse_url(std::string_view url) {
-  auto bad = [&](std::string_view why) {
-    return make_error(errc::invalid_value, "the URL '" + std::string(url) + "' " + std::string(why));
-  };
-  auto colon = url.find("://");
-  if (colon == std::string_view::npos) return bad("is not an absolute http(s) URL");
+  url_parts parts;
+  if (const char* why = split_url(url, parts)) return make_error(errc::invalid_value, refused_url(url, why));
   parsed_url out;
-  out.scheme = lower(url.substr(0, colon));
-  if (out.scheme != "http" && out.scheme != "https") return bad("does not use http or https");
-  std::string_view rest = url.substr(colon + 3);
-  std::size_t end = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, end);
-  out.path = end == std::string_view::npos ? std::string() : std::string(rest.substr(end));
-  for (char c : authority)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == '\\' || c == '%' || c == 0x7F)
-      return bad("has a character in its host part that dhara does not accept");
-  if (auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
-  std::string_view host = authority, port;
-  if (authority.starts_with('[')) {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) return bad("has an unclosed '['");
-    host = authority.substr(1, close - 1);
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return bad("has text after its IPv6 address");
-      port = after.substr(1);
-    }
-  } else if (auto c = authority.rfind(':'); c != std::string_view::npos) {
-    host = authority.substr(0, c);
-    port = authority.substr(c + 1);
-  }
-  if (!port.empty()) {
-    unsigned value = 0;
-    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-    if (ec != std::errc{} || p != port.data() + port.size() || value == 0 || value > 65535)
-      return bad("has an invalid port");
-    out.port = static_cast<std::uint16_t>(value);
-  } else {
-    out.port = out.scheme == "https" ? 443 : 80;
-  }
-  out.host = lower(host);
-  while (!out.host.empty() && out.host.back() == '.') out.host.pop_back();
-  if (out.host.empty()) return bad("has no host");
+  out.scheme = parts.https ? "https" : "http";
+  out.host = lower(parts.host);
+  out.port = parts.port;
+  out.path = std::string(parts.path);
   return out;
 }
 
@@ -170,9 +207,19 @@ domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>&
 }
 
 decision check_url(const domain_rules& rules, std::string_view url) {
-  auto parsed = parse_url(url);
-  if (!parsed) return deny(parsed.err().message);
-  const std::string& host = parsed->host;
+  url_parts parts;
+  if (const char* why = split_url(url, parts)) return deny(refused_url(url, why));
+  // The host lowered: on the stack (a DNS name has at most 253 bytes), on the heap if longer.
+  char small[256];
+  std::string large;
+  std::string_view host;
+  if (parts.host.size() <= sizeof small) {
+    for (std::size_t i = 0; i < parts.host.size(); ++i) small[i] = ascii_lower(parts.host[i]);
+    host = {small, parts.host.size()};
+  } else {
+    large = lower(parts.host);
+    host = large;
+  }
   if (auto ip = parse_ip_literal(host)) {
     std::string canonical = ip->to_string();
     bool listed = std::find(rules.exact.begin(), rules.exact.end(), canonical) != rules.exact.end();
@@ -185,9 +232,9 @@ decision check_url(const domain_rules& rules, std::string_view url) {
   }
   bool listed = listed_by_name(rules, host);
   if (!listed && is_local_name(host))
-    return deny("the host '" + host + "' is a local name; list it in network.outbound to allow it");
+    return deny("the host '" + std::string(host) + "' is a local name; list it in network.outbound to allow it");
   if (rules.listed && !listed)
-    return deny("the host '" + host + "' is not in the extension's network.outbound list" +
+    return deny("the host '" + std::string(host) + "' is not in the extension's network.outbound list" +
                 (rules.exact.empty() && rules.suffixes.empty() ? std::string(" (the list is empty: no host is allowed)") : std::string()));
   return {verdict_kind::allow, {}, decider::rule, {}};
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/command_rules.hpp"
 #include "policy/net_rules.hpp"
@@ -72,9 +73,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   (void)expand_home(input, "/home/u");
-  if (auto url = parse_url(input)) require(!url->host.empty());
+  // URLs: check_url refuses exactly what parse_url refuses, in the same words, and a URL whose
+  // host is listed by the very name parse_url gives is allowed.
+  const decision public_hosts = check_url(compile_domain_rules(std::nullopt), input);
+  if (auto url = parse_url(input)) {
+    require(!url->host.empty());
+    require(check_url(compile_domain_rules(std::vector<std::string>{url->host}), input).allowed());
+  } else {
+    require(!public_hosts.allowed() && public_hosts.reason == url.err().message);
+  }
   if (auto ip = parse_ip_literal(first)) (void)is_refused_address(*ip);
-  (void)check_url(compile_domain_rules(std::nullopt), input);
   (void)check_command_string(compile_command_rules(std::nullopt), input, nullptr);
   return 0;
 }

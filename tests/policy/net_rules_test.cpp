@@ -22,6 +22,35 @@ TEST_CASE("URLs parse into scheme, host, port and path", "[policy][net]") {
   }
 }
 
+TEST_CASE("check_url refuses a URL in parse_url's words and lowers hosts of any length", "[policy][net]") {
+  auto absent = compile_domain_rules(std::nullopt);
+  for (std::string_view bad : {"ftp://x", "example.com", "http://", "http://a b/", "http://x:99999/",
+                               "http://exa%6dple.com/", "http://a\\b/", "http://[::1/", "http://[::1]x/", "http://.../"}) {
+    CAPTURE(bad);
+    auto parsed = parse_url(bad);
+    REQUIRE_FALSE(parsed);
+    decision d = check_url(absent, bad);
+    CHECK_FALSE(d.allowed());
+    CHECK(d.reason == parsed.err().message);
+  }
+  CHECK(check_url(absent, "ftp://x").reason == "the URL 'ftp://x' does not use http or https");
+  // The host part ends at '/', '?' or '#'; what follows may hold any character.
+  auto listed = compile_domain_rules(std::vector<std::string>{"example.com", "*.example.org"});
+  CHECK(check_url(listed, "https://EXAMPLE.com?q=a b").allowed());
+  CHECK(check_url(listed, "HtTp://example.COM.#%").allowed());
+  CHECK_FALSE(check_url(listed, "https://example.com.evil?x").allowed());
+  // Hosts past the 256 bytes lowered on the stack are lowered on the heap, the same way.
+  for (std::size_t label : {200, 243, 244, 245, 400}) {
+    CAPTURE(label);
+    const std::string host = std::string(label, 'A') + ".EXAMPLE.ORG";
+    CHECK(check_url(listed, "https://" + host + "/x").allowed());
+    CHECK(parse_url("https://" + host)->host == std::string(label, 'a') + ".example.org");
+    decision d = check_url(listed, "https://" + host + ".net/");
+    CHECK_FALSE(d.allowed());
+    CHECK(d.reason.find("'" + std::string(label, 'a') + ".example.org.net'") != std::string::npos);
+  }
+}
+
 TEST_CASE("IP literals are recognised in every spelling", "[policy][net]") {
   struct row { std::string_view host; std::string_view canonical; bool refused; };
   const row table[] = {
