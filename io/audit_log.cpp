@@ -18,6 +18,7 @@
 
 #include <openssl/evp.h>
 
+#include "policy/audit_line_check.hpp"
 #include "policy/json_text.hpp"
 
 namespace dhara::io {
@@ -30,9 +31,7 @@ using policy::make_error;
 
 constexpr std::string_view current_name = "audit.jsonl";
 constexpr std::string_view lock_name = "audit.lock";
-constexpr std::string_view suffix_head = R"(,"hash":")";  // then 64 hex, then "}
 constexpr char zero_hash[65] = "0000000000000000000000000000000000000000000000000000000000000000";
-static_assert(policy::audit_hash_suffix_bytes == suffix_head.size() + 64 + 2);
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -94,125 +93,6 @@ class sha256_hasher {
   EVP_MD* md_;
   EVP_MD_CTX* ctx_;
 };
-
-// ---- line shape ------------------------------------------------------------------------
-
-bool is_lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// The 64 hex characters of a line's hash suffix (the line without its newline), or empty
-// when the line does not end with `,"hash":"<64 lowercase hex>"}`.
-std::string_view hash_of(std::string_view line) {
-  constexpr std::size_t n = policy::audit_hash_suffix_bytes;
-  if (line.size() < n + 1) return {};
-  const std::string_view suffix = line.substr(line.size() - n);
-  if (suffix.substr(0, suffix_head.size()) != suffix_head || suffix.substr(n - 2) != "\"}") return {};
-  const std::string_view hex = suffix.substr(suffix_head.size(), 64);
-  return is_lower_hex(hex) ? hex : std::string_view{};
-}
-
-struct line_facts {
-  std::uint64_t seq = 0;
-  std::string_view hash;  // points into the line
-};
-
-// A SAX pass over one line: checks it is one JSON object no deeper than max_json_depth and
-// picks the top-level "seq", without building a DOM (a hostile 16 MiB line of tiny members
-// would cost ten times its size as a DOM).
-class line_checker {
- public:
-  using json = nlohmann::json;
-
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(json::number_integer_t) { return value(); }
-  bool number_unsigned(json::number_unsigned_t v) {
-    if (seq_next_) seq_ = v;
-    return value();
-  }
-  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
-  bool string(json::string_t&) { return value(); }
-  bool binary(json::binary_t&) { return value(); }
-  bool key(json::string_t& k) {
-    if (depth_ == 1 && k == "seq") {
-      if (seen_seq_) return fail("the line has two \"seq\" keys");
-      seen_seq_ = seq_next_ = true;
-    }
-    return true;
-  }
-  bool start_object(std::size_t) {
-    if (depth_ == 0 && started_) return fail("the line holds more than one JSON value");
-    started_ = true;
-    return enter();
-  }
-  bool end_object() { return leave(); }
-  bool start_array(std::size_t) {
-    if (depth_ == 0) return fail("the line is not a JSON object");
-    seq_next_ = false;
-    return enter();
-  }
-  bool end_array() { return leave(); }
-  template <class Exception>
-  bool parse_error(std::size_t position, const std::string&, const Exception& e) {
-    return fail("the line is not JSON (at byte " + std::to_string(position) + ": " +
-                policy::printable_excerpt(e.what(), 200) + ")");
-  }
-
-  const std::string& why() const { return why_; }
-  std::uint64_t seq() const { return seq_; }
-
- private:
-  bool value() {
-    if (depth_ == 0) return fail("the line is not a JSON object");
-    seq_next_ = false;
-    return true;
-  }
-  bool enter() {
-    seq_next_ = false;
-    if (++depth_ > policy::max_json_depth) return fail("the line nests deeper than " +
-                                                       std::to_string(policy::max_json_depth));
-    return true;
-  }
-  bool leave() {
-    --depth_;
-    return true;
-  }
-  bool fail(std::string why) {
-    if (why_.empty()) why_ = std::move(why);
-    return false;
-  }
-
-  std::size_t depth_ = 0;
-  bool started_ = false;
-  bool seen_seq_ = false;
-  bool seq_next_ = false;  // the next value belongs to the top-level "seq" key
-  std::uint64_t seq_ = 0;
-  std::string why_;
-};
-
-// Checks what every audit line must be: the hash suffix, one JSON object, a top-level
-// `seq` >= 1. Returns the facts or why the line is not an audit line. Never throws.
-std::variant<line_facts, std::string> read_line_facts(std::string_view line) {
-  if (line.empty()) return std::string("the line is empty");
-  const std::string_view hash = hash_of(line);
-  if (hash.empty()) {
-    return std::string(R"(the line does not end with ,"hash":"<64 lowercase hex>"})");
-  }
-  line_checker checker;
-  bool parsed = false;
-  try {
-    parsed = nlohmann::json::sax_parse(line.begin(), line.end(), &checker);
-  } catch (const std::exception& e) {  // allocation failure; the SAX parser reports the rest
-    return "the line could not be checked (" + std::string(e.what()) + ")";
-  }
-  if (!parsed || !checker.why().empty()) {
-    return checker.why().empty() ? std::string("the line is not a JSON object") : checker.why();
-  }
-  if (checker.seq() == 0) return std::string("the line has no \"seq\" that is a positive integer");
-  return line_facts{checker.seq(), hash};
-}
 
 // ---- reading ---------------------------------------------------------------------------
 
@@ -546,14 +426,14 @@ std::optional<error> audit_log::recover_tail() {
     std::memcpy(last_hash_, zero_hash, sizeof last_hash_);
     return std::nullopt;
   }
-  auto facts = read_line_facts(tail->last_line);
+  auto facts = policy::read_audit_line(tail->last_line);
   if (auto* why = std::get_if<std::string>(&facts)) {
     return make_error(errc::parse_error,
                       source + ": the last line cannot continue the audit chain: " + *why +
                           ". dhara does not rewrite audit files; check it with `dhara doctor "
                           "--audit-log --verify`, then move it away to start a new trail");
   }
-  const auto& f = std::get<line_facts>(facts);
+  const auto& f = std::get<policy::audit_line_facts>(facts);
   last_seq_ = f.seq;
   std::memcpy(last_hash_, f.hash.data(), sizeof last_hash_);
   return std::nullopt;
@@ -977,9 +857,9 @@ policy::result<audit_verification> verify_audit(const std::string& dir) {
         break;
       }
       ++number;
-      auto facts = read_line_facts(line);
+      auto facts = policy::read_audit_line(line);
       if (auto* why = std::get_if<std::string>(&facts)) return fail(file, number, *why);
-      const auto& f = std::get<line_facts>(facts);
+      const auto& f = std::get<policy::audit_line_facts>(facts);
       if (have_prev && f.seq != prev_seq + 1) {
         return fail(file, number,
                     "seq " + std::to_string(f.seq) + " follows seq " + std::to_string(prev_seq) +

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "policy/json_bytes.hpp"
 
@@ -22,7 +23,18 @@ int hex_value(char c) {
   return -1;
 }
 
-void append_utf8(std::string& s, std::uint32_t cp) {
+// Where the bytes of a string go when no document is built: nowhere.
+struct discard {
+  void append(const char*, const char*) {}
+  void append(const char*, std::size_t) {}
+  void push_back(char) {}
+};
+
+// The node of a value when no document is built.
+struct no_node {};
+
+template <class Out>
+void append_utf8(Out& s, std::uint32_t cp) {
   if (cp < 0x80) {
     s.push_back(static_cast<char>(cp));
   } else if (cp < 0x800) {
@@ -40,16 +52,45 @@ void append_utf8(std::string& s, std::uint32_t cp) {
   }
 }
 
+// One grammar, two outputs: with Build, nlohmann's document; without, nothing but the answer
+// to "is this text well-formed" (and, for scan_json_object_fast, one top-level member).
+template <bool Build>
 class parser {
  public:
+  using node = std::conditional_t<Build, json, no_node>;
+
   parser(std::string_view text, std::size_t max_depth)
       : p_(text.data()), end_(text.data() + text.size()), max_depth_(max_depth) {}
 
-  bool document(json& out) {
+  bool document(node& out) {
     skip_space();
     if (!value(out)) return false;
     skip_space();
     return p_ == end_;
+  }
+
+  // One object whose top level holds `key` exactly once, with an integer from 0 to 2^64-1.
+  bool object_with_member(std::string_view key, std::uint64_t& member) {
+    skip_space();
+    if (p_ == end_ || *p_ != '{') return false;
+    bool found = false;
+    std::string name;
+    const bool read = container('}', [&] {
+      if (!member_name(name)) return false;
+      if (name != key) {
+        node ignored;
+        return value(ignored);
+      }
+      json number_value;
+      if (found || p_ == end_ || (*p_ != '-' && !digit(*p_)) || !number(number_value) ||
+          !number_value.is_number_unsigned())
+        return false;
+      found = true;
+      member = number_value.get<std::uint64_t>();
+      return true;
+    });
+    skip_space();
+    return read && found && p_ == end_;
   }
 
  private:
@@ -57,14 +98,19 @@ class parser {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
 
-  bool value(json& out) {
+  bool value(node& out) {
     if (p_ == end_) return false;
     switch (*p_) {
       case '{': return object(out);
       case '[': return array(out);
       case '"':
-        out = json::string_t();
-        return string(out.get_ref<json::string_t&>());
+        if constexpr (Build) {
+          out = json::string_t();
+          return string(out.template get_ref<json::string_t&>());
+        } else {
+          discard ignored;
+          return string(ignored);
+        }
       case 't': return literal("true", json(true), out);
       case 'f': return literal("false", json(false), out);
       case 'n': return literal("null", json(nullptr), out);
@@ -72,10 +118,10 @@ class parser {
     }
   }
 
-  bool literal(std::string_view word, json v, json& out) {
+  bool literal(std::string_view word, json v, node& out) {
     if (static_cast<std::size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
     p_ += word.size();
-    out = std::move(v);
+    if constexpr (Build) out = std::move(v);
     return true;
   }
 
@@ -104,35 +150,53 @@ class parser {
     return true;
   }
 
-  bool object(json& out) {
-    out = json::object();
-    auto& members = out.get_ref<json::object_t&>();
-    std::string key;
-    return container('}', [&] {
-      if (p_ == end_ || *p_ != '"') return false;
-      key.clear();
-      if (!string(key)) return false;
-      skip_space();
-      if (p_ == end_ || *p_ != ':') return false;
-      ++p_;
-      skip_space();
-      // Parsed in place; a duplicate key's slot is overwritten: the last one wins, as in
-      // nlohmann's document.
-      return value(members[key]);
-    });
+  // At a member's name: the name (unescaped, into `name`) and its ':'.
+  bool member_name(std::string& name) {
+    if (p_ == end_ || *p_ != '"') return false;
+    name.clear();
+    if (!string(name)) return false;
+    skip_space();
+    if (p_ == end_ || *p_ != ':') return false;
+    ++p_;
+    skip_space();
+    return true;
   }
 
-  bool array(json& out) {
-    out = json::array();
-    auto& items = out.get_ref<json::array_t&>();
-    return container(']', [&] {
-      items.emplace_back();
-      return value(items.back());
-    });
+  bool object(node& out) {
+    std::string key;
+    if constexpr (Build) {
+      out = json::object();
+      auto& members = out.template get_ref<json::object_t&>();
+      // Parsed in place; a duplicate key's slot is overwritten: the last one wins, as in
+      // nlohmann's document.
+      return container('}', [&] { return member_name(key) && value(members[key]); });
+    } else {
+      return container('}', [&] {
+        node ignored;
+        return member_name(key) && value(ignored);
+      });
+    }
+  }
+
+  bool array(node& out) {
+    if constexpr (Build) {
+      out = json::array();
+      auto& items = out.template get_ref<json::array_t&>();
+      return container(']', [&] {
+        items.emplace_back();
+        return value(items.back());
+      });
+    } else {
+      return container(']', [&] {
+        node ignored;
+        return value(ignored);
+      });
+    }
   }
 
   // At '"': the string's content, unescaped, appended to `s`.
-  bool string(std::string& s) {
+  template <class Out>
+  bool string(Out& s) {
     ++p_;
     while (true) {
       const char* run = p_;
@@ -155,7 +219,8 @@ class parser {
   }
 
   // At '\\': one escape, its character appended.
-  bool escape(std::string& s) {
+  template <class Out>
+  bool escape(Out& s) {
     ++p_;
     if (p_ == end_) return false;
     const char c = *p_++;
@@ -198,7 +263,8 @@ class parser {
   }
 
   // At a byte ≥ 0x80: one well-formed UTF-8 sequence, copied.
-  bool utf8_sequence(std::string& s) {
+  template <class Out>
+  bool utf8_sequence(Out& s) {
     const auto* u = reinterpret_cast<const unsigned char*>(p_);
     const json_bytes::utf8_step step = json_bytes::next_utf8(u, reinterpret_cast<const unsigned char*>(end_));
     if (!step.valid) return false;
@@ -209,7 +275,11 @@ class parser {
 
   static bool digit(char c) { return c >= '0' && c <= '9'; }
 
-  bool number(json& out) {
+  // A number, checked as nlohmann converts it whether or not `out` keeps it (a document's
+  // node, or the json of a member asked for).
+  template <class Out>
+  bool number(Out& out) {
+    constexpr bool keep = std::is_same_v<Out, json>;
     const char* start = p_;
     const bool negative = *p_ == '-';
     if (negative) ++p_;
@@ -241,13 +311,13 @@ class parser {
       if (negative) {
         std::int64_t v;
         if (auto [end, ec] = std::from_chars(start, p_, v); ec == std::errc{} && end == p_) {
-          out = json::number_integer_t{v};
+          if constexpr (keep) out = json::number_integer_t{v};
           return true;
         }
       } else {
         std::uint64_t v;
         if (auto [end, ec] = std::from_chars(start, p_, v); ec == std::errc{} && end == p_) {
-          out = json::number_unsigned_t{v};
+          if constexpr (keep) out = json::number_unsigned_t{v};
           return true;
         }
       }
@@ -257,7 +327,7 @@ class parser {
     // Out of range (overflow: nlohmann refuses it; underflow: strtod's rounding decides):
     // left to nlohmann.
     if (ec != std::errc{} || end != p_ || !std::isfinite(d)) return false;
-    out = json::number_float_t{d};
+    if constexpr (keep) out = json::number_float_t{d};
     return true;
   }
 
@@ -271,7 +341,12 @@ class parser {
 
 bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::json& out) {
   if (max_depth > fast_json_max_depth) return false;
-  return parser(text, max_depth).document(out);
+  return parser<true>(text, max_depth).document(out);
+}
+
+bool scan_json_object_fast(std::string_view text, std::size_t max_depth, std::string_view key, std::uint64_t& value) {
+  if (max_depth > fast_json_max_depth) return false;
+  return parser<false>(text, max_depth).object_with_member(key, value);
 }
 
 }  // namespace dhara::policy

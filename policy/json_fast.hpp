@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -22,5 +23,11 @@ inline constexpr std::size_t fast_json_max_depth = 512;
 /// unspecified, for anything else: invalid text, a byte-order mark, a number it does not
 /// convert exactly as nlohmann does, or `max_depth` above fast_json_max_depth.
 bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::json& out);
+
+/// The same grammar without building a document: true when `text` is one object that
+/// parse_json_fast would accept and whose top level holds `key` exactly once (its name
+/// unescaped), with an integer from 0 to 2^64-1 (what nlohmann reads as unsigned): stores it in
+/// `value`. False for anything else, `value` unspecified; the caller then asks nlohmann.
+bool scan_json_object_fast(std::string_view text, std::size_t max_depth, std::string_view key, std::uint64_t& value);
 
 }  // namespace dhara::policy

@@ -14,6 +14,7 @@ set(DHARA_POLICY_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/manifest.cpp
   ${CMAKE_CURRENT_LIST_DIR}/permissions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/audit_entry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/audit_line_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/snapshot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_gate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sandbox_profile.cpp)

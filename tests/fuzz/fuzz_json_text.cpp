@@ -1,14 +1,20 @@
 // libFuzzer target for parse_json_text's fast path: whatever parse_json_fast accepts,
 // nlohmann's parser must accept too and build the same document, node for node and type for
 // type; and parse_json_text must answer as nlohmann does, with the fast path or without it.
+// The audit line check's fast path (scan_json_object_fast) likewise: what it vouches for is
+// an object nlohmann reads with that "seq", and read_audit_line answers every line, the input
+// and the input with a hash suffix, exactly as its SAX reference does.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "policy/audit_line_check.hpp"
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
 #include "tests/support/json_same.hpp"
@@ -29,6 +35,15 @@ std::size_t depth_of(const json& v) {
   return v.is_structured() ? deepest + 1 : 0;
 }
 
+bool same_answer(const std::variant<dhara::policy::audit_line_facts, std::string>& a,
+                 const std::variant<dhara::policy::audit_line_facts, std::string>& b) {
+  using dhara::policy::audit_line_facts;
+  if (a.index() != b.index()) return false;
+  if (const auto* why = std::get_if<std::string>(&a)) return *why == std::get<std::string>(b);
+  return std::get<audit_line_facts>(a).seq == std::get<audit_line_facts>(b).seq &&
+         std::get<audit_line_facts>(a).hash == std::get<audit_line_facts>(b).hash;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -47,6 +62,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto full = dhara::policy::parse_json_text(in, "f", limit);
     require(full.has_value() == (valid && depth <= limit));
     if (full) require(same_json(*full, reference));
+    std::uint64_t seq = 0;
+    if (dhara::policy::scan_json_object_fast(in, limit, "seq", seq)) {
+      require(valid && depth <= limit && reference.is_object());
+      const auto it = reference.find("seq");
+      require(it != reference.end() && it->is_number_unsigned() && it->get<std::uint64_t>() == seq);
+    }
   }
+  using dhara::policy::read_audit_line;
+  using dhara::policy::read_audit_line_reference;
+  require(same_answer(read_audit_line(in), read_audit_line_reference(in)));
+  const std::string as_line = std::string(in) + R"(,"hash":")" + std::string(64, '0') + R"("})";
+  require(same_answer(read_audit_line(as_line), read_audit_line_reference(as_line)));
   return 0;
 }
