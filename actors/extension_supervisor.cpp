@@ -83,14 +83,42 @@ struct supervisor_state {
   std::vector<caf::typed_response_promise<extension_info>> status_waiters;
   std::vector<caf::typed_response_promise<bool>> shutdown_waiters;
   std::deque<std::int64_t> restart_times;
+  // Lines for the extension's stdin, written together when the mailbox run that made them
+  // ends (wflush) or before any spawn, kill or signal, so their order against those holds.
+  std::string outbox;
+  std::uint64_t outbox_proc = 0;  // the process they are for
+  bool outbox_scheduled = false;  // a wflush is in the mailbox
   static inline const char* name = "extension_supervisor";
 };
 
 using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
 
+// Writes the collected lines to the process they were made for.
+void flush_outbox(self_ptr self) {
+  auto& st = self->state;
+  if (st.outbox.empty()) return;
+  st.loop->write(st.outbox_proc, std::move(st.outbox));
+  st.outbox.clear();
+}
+
+// One line for the extension's stdin. With nothing else in the mailbox it is written at once;
+// otherwise it is collected and written with the others of this mailbox run (a burst of calls
+// is one write(2) and one wake-up of the extension, not one each).
 void write_line(self_ptr self, std::string line) {
-  line.push_back('\n');
-  self->state.loop->write(self->state.proc_id, std::move(line));
+  auto& st = self->state;
+  if (!st.outbox.empty() && st.outbox_proc != st.proc_id) flush_outbox(self);
+  if (st.outbox.empty() && self->mailbox().empty()) {
+    line.push_back('\n');
+    st.loop->write(st.proc_id, std::move(line));
+    return;
+  }
+  st.outbox += line;
+  st.outbox.push_back('\n');
+  st.outbox_proc = st.proc_id;
+  if (!st.outbox_scheduled) {
+    st.outbox_scheduled = true;
+    self->send(self, wflush_atom::value);
+  }
 }
 
 void answer_status(self_ptr self) {
@@ -120,6 +148,7 @@ void start_process(self_ptr self) {
   cb.on_lines = [me, gen](std::vector<std::string>&& lines) { caf::anon_send(me, lines_atom::value, gen, std::move(lines)); };
   cb.on_spawn_error = [me, gen](std::string why) { caf::anon_send(me, spawnfail_atom::value, gen, std::move(why)); };
   cb.on_exit = [me, gen](io::process_exit e) { caf::anon_send(me, exited_atom::value, gen, std::move(e)); };
+  flush_outbox(self);  // what was written for the last process goes to it, not the next
   st.proc_id = st.loop->spawn(std::move(req), std::move(cb));
   st.init_id = ++st.next_id;
   json params = {{"protocolVersion", "0.1.0"}, {"capabilities", {{"tools", true}}}, {"config", st.cfg.init_config}};
@@ -205,6 +234,7 @@ void mark_failed(self_ptr self, std::string reason) {
 void on_ready(self_ptr self, const json& result) {
   auto& st = self->state;
   if (!result.is_object() || !result.contains("tools") || !result["tools"].is_array()) {
+    flush_outbox(self);
     st.loop->kill_for_violation(st.proc_id, "its initialize reply has no tools array");
     return;
   }
@@ -229,6 +259,7 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
   std::int64_t id = raw_id.get<std::int64_t>();
   if (id == st.init_id && st.info.state == extension_state::starting) {
     if (!outcome.ok) {
+      flush_outbox(self);
       st.loop->kill_for_violation(st.proc_id, "initialize failed: " + outcome.message);
       return;
     }
@@ -399,6 +430,10 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           self->delayed_send(self, milliseconds(s.cfg.cancel_grace_ms), killstep_atom::value, s.gen, std::int64_t{0}, 1);
           return rp;
         },
+        [=](wflush_atom) {
+          self->state.outbox_scheduled = false;
+          flush_outbox(self);
+        },
         [=](lines_atom, std::uint64_t gen, std::vector<std::string>& lines) {
           auto& s = self->state;
           if (gen != s.gen) return;
@@ -406,6 +441,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           for (const std::string& line : lines) {
             auto msg = io::parse_rpc(line);
             if (!msg) {
+              flush_outbox(self);
               s.loop->kill_for_violation(s.proc_id, "it wrote a line that is not JSON-RPC: " + msg.err().message);
               return;
             }
@@ -435,6 +471,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           }
           // Otherwise the handshake's own timer (id 0).
           if (gen != s.gen || !s.alive || s.info.state != extension_state::starting) return;
+          flush_outbox(self);
           s.loop->kill_for_violation(s.proc_id, "it did not answer initialize within " +
                                                     std::to_string(s.cfg.handshake_ms) + " ms");
         },
@@ -448,9 +485,11 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           if (id != 0 && !s.cancelled.count(id)) return;  // it answered in time
           s.expected_exit = true;
           if (step == 1) {
+            flush_outbox(self);
             s.loop->signal(s.proc_id, SIGTERM);
             self->delayed_send(self, milliseconds(s.cfg.kill_grace_ms), killstep_atom::value, gen, id, 2);
           } else {
+            flush_outbox(self);
             s.loop->signal(s.proc_id, SIGKILL);
           }
         },

@@ -41,7 +41,10 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<restart_atom, std::uint64_t>,
     /// self: step 1 (SIGTERM) or 2 (SIGKILL) of the kill chain of generation N, for call `id`
     /// (0 = shutdown).
-    caf::reacts_to<killstep_atom, std::uint64_t, std::int64_t, int>>;
+    caf::reacts_to<killstep_atom, std::uint64_t, std::int64_t, int>,
+    /// self: write the lines collected for the extension's stdin since the last flush in one
+    /// go (queued behind the messages already in the mailbox, so they batch).
+    caf::reacts_to<wflush_atom>>;
 
 /// How to run one extension.
 struct supervisor_config {

@@ -26,6 +26,7 @@ using timeout_atom = caf::atom_constant<caf::atom("timeout")>;      ///< a hands
 using restart_atom = caf::atom_constant<caf::atom("restart")>;      ///< backoff elapsed
 using killstep_atom = caf::atom_constant<caf::atom("killstep")>;    ///< next step of a kill chain
 using progress_atom = caf::atom_constant<caf::atom("progress")>;    ///< tools/progress forwarded
+using wflush_atom = caf::atom_constant<caf::atom("wflush")>;        ///< write what a supervisor collected
 
 /// One tool call for an extension.
 struct tool_call {
