@@ -82,9 +82,7 @@ class parser {
         return value(ignored);
       }
       json number_value;
-      if (found || p_ == end_ || (*p_ != '-' && !digit(*p_)) || !number(number_value) ||
-          !number_value.is_number_unsigned())
-        return false;
+      if (found || p_ == end_ || !number(number_value) || !number_value.is_number_unsigned()) return false;
       found = true;
       member = number_value.get<std::uint64_t>();
       return true;

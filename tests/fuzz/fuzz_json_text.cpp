@@ -17,11 +17,13 @@
 #include "policy/audit_line_check.hpp"
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
+#include "tests/support/audit_line_same.hpp"
 #include "tests/support/json_same.hpp"
 
 namespace {
 
 using json = nlohmann::json;
+using dhara::test::same_answer;
 using dhara::test::same_json;
 
 void require(bool ok) {
@@ -33,15 +35,6 @@ std::size_t depth_of(const json& v) {
   if (v.is_structured())
     for (const auto& item : v) deepest = std::max(deepest, depth_of(item));
   return v.is_structured() ? deepest + 1 : 0;
-}
-
-bool same_answer(const std::variant<dhara::policy::audit_line_facts, std::string>& a,
-                 const std::variant<dhara::policy::audit_line_facts, std::string>& b) {
-  using dhara::policy::audit_line_facts;
-  if (a.index() != b.index()) return false;
-  if (const auto* why = std::get_if<std::string>(&a)) return *why == std::get<std::string>(b);
-  return std::get<audit_line_facts>(a).seq == std::get<audit_line_facts>(b).seq &&
-         std::get<audit_line_facts>(a).hash == std::get<audit_line_facts>(b).hash;
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include "policy/audit_line_check.hpp"
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
+#include "support/audit_line_same.hpp"
 
 using namespace dhara::policy;
+using dhara::test::same_answer;
 
 namespace {
 
@@ -18,14 +20,6 @@ const std::string suffix = R"(,"hash":")" + hex64 + R"("})";
 
 // `body` (an object missing its closing brace) as a line with a well-formed hash suffix.
 std::string line(const std::string& body) { return body + suffix; }
-
-bool same_answer(const std::variant<audit_line_facts, std::string>& a,
-                 const std::variant<audit_line_facts, std::string>& b) {
-  if (a.index() != b.index()) return false;
-  if (const auto* why = std::get_if<std::string>(&a)) return *why == std::get<std::string>(b);
-  return std::get<audit_line_facts>(a).seq == std::get<audit_line_facts>(b).seq &&
-         std::get<audit_line_facts>(a).hash == std::get<audit_line_facts>(b).hash;
-}
 
 // The answer to `text`, checked against the reference; the seq, or 0 for a refusal.
 std::uint64_t seq_of(const std::string& text) {
