@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/scheduler.hpp"
 #include "io/jsonrpc.hpp"
 
 namespace dhara::actors {
@@ -145,7 +146,12 @@ void start_process(self_ptr self) {
   io::process_callbacks cb;
   st.credit = std::make_shared<io::read_credit>();
   cb.credit = st.credit;
-  cb.on_lines = [me, gen](std::vector<std::string>&& lines) { caf::anon_send(me, lines_atom::value, gen, std::move(lines)); };
+  // The io thread handles the lines itself when every worker sleeps (see run_here_scope).
+  cb.on_lines = [me, gen, sys = &self->system(), loop = st.loop.get()](std::vector<std::string>&& lines) {
+    run_here_scope here(
+        *sys, [](const void* l) { return static_cast<const io::event_loop*>(l)->events_waiting(); }, loop);
+    caf::anon_send(me, lines_atom::value, gen, std::move(lines));
+  };
   cb.on_spawn_error = [me, gen](std::string why) { caf::anon_send(me, spawnfail_atom::value, gen, std::move(why)); };
   cb.on_exit = [me, gen](io::process_exit e) { caf::anon_send(me, exited_atom::value, gen, std::move(e)); };
   flush_outbox(self);  // what was written for the last process goes to it, not the next

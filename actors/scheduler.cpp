@@ -12,6 +12,13 @@
 // detached actors, the clock, the main thread) always wake a worker: nobody else would run
 // them.
 //
+// The io thread may run jobs itself (run_here_scope): when it delivers an extension's lines
+// while every worker sleeps, waking one costs more than the supervisor's work on the line and
+// the hops that follow (supervisor -> caller -> checker -> audit writer -> ... -> the next
+// request written to a pipe). So the io thread runs those jobs at once, up to a budget, and
+// wakes a worker only for what is left: one wake-up per round trip fewer, as in a raw libuv
+// loop, where the thread that reads the reply is the one that handles it.
+//
 // The queue's lock and condition variable are the scheduler's own, as in CAF's policies; no
 // actor state is shared.
 #include "actors/scheduler.hpp"
@@ -19,8 +26,11 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <utility>
 
+#include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/execution_unit.hpp>
 #include <caf/policy/unprofiled.hpp>
 #include <caf/resumable.hpp>
 #include <caf/scheduler/coordinator.hpp>
@@ -28,30 +38,82 @@
 namespace dhara::actors {
 namespace {
 
+struct coordinator_data;
+
+// The thread inside a run_here_scope (the io thread delivering lines) and its coordinator.
+thread_local coordinator_data* running_here = nullptr;
+thread_local bool held_here = false;  // that thread queued a job and woke nobody
+
+// What the actors that run_here_scope resumes see as their execution unit: their sends to
+// idle actors go to the shared queue, where that scope's thread takes them next. Called from
+// any other thread (an actor's context used after its run), the job wakes a worker as a job
+// from outside does.
+class here_unit final : public caf::execution_unit {
+ public:
+  here_unit(caf::actor_system* sys, coordinator_data* q) : caf::execution_unit(sys), q_(q) {}
+  void exec_later(caf::resumable* job) override;
+
+ private:
+  coordinator_data* q_;
+};
+
+struct coordinator_data {
+  explicit coordinator_data(caf::scheduler::abstract_coordinator* c) : here(&c->system(), this) {}
+  std::deque<caf::resumable*> queue;
+  std::deque<caf::resumable*> for_workers;  ///< jobs only a worker may run (its shutdown)
+  std::mutex lock;
+  std::condition_variable cv;
+  std::size_t sleeping = 0;  ///< workers waiting on `cv`
+  here_unit here;
+};
+
+// Appends a job; wakes a sleeping worker when `wake`, or when more than this one job waits.
+// The worker is woken after the lock is released, so it does not wake into a held lock.
+void push(coordinator_data& q, caf::resumable* job, bool wake) {
+  bool notify;
+  {
+    std::lock_guard<std::mutex> guard(q.lock);
+    q.queue.push_back(job);
+    notify = (wake || q.queue.size() > 1) && q.sleeping > 0;
+  }
+  if (notify) q.cv.notify_one();
+}
+
+void here_unit::exec_later(caf::resumable* job) { push(*q_, job, running_here != q_); }
+
 class affine_sharing : public caf::policy::unprofiled {
  public:
-  struct coordinator_data {
-    explicit coordinator_data(caf::scheduler::abstract_coordinator*) {}
-    std::deque<caf::resumable*> queue;
-    std::mutex lock;
-    std::condition_variable cv;
-    std::size_t sleeping = 0;  ///< workers waiting on `cv`
-  };
+  using coordinator_data = actors::coordinator_data;
 
   struct worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator*) {}
   };
 
-  /// From outside the workers: always wake one.
+  /// From outside the workers: wake one, unless the sender is a run_here_scope's thread and
+  /// every worker sleeps (that thread runs the job when its scope ends).
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
-    push(d(self), job, true);
+    coordinator_data& q = d(self);
+    if (running_here == &q) {
+      std::lock_guard<std::mutex> guard(q.lock);
+      if (q.sleeping == self->num_workers()) {
+        q.queue.push_back(job);
+        held_here = true;
+        return;
+      }
+    }
+    push(q, job, true);
   }
 
-  /// The coordinator hands a worker a job (its shutdown): wake one.
+  /// The coordinator hands a worker a job (its shutdown): wake one. Only a worker takes it.
   template <class Worker>
   void external_enqueue(Worker* self, caf::resumable* job) {
-    push(d(self->parent()), job, true);
+    coordinator_data& q = d(self->parent());
+    {
+      std::lock_guard<std::mutex> guard(q.lock);
+      q.for_workers.push_back(job);
+    }
+    q.cv.notify_one();
   }
 
   /// A worker sends to an idle actor: it runs the job itself when its current run ends.
@@ -70,14 +132,17 @@ class affine_sharing : public caf::policy::unprofiled {
   caf::resumable* dequeue(Worker* self) {
     coordinator_data& q = d(self->parent());
     std::unique_lock<std::mutex> guard(q.lock);
-    if (q.queue.empty()) {
+    if (q.queue.empty() && q.for_workers.empty()) {
       ++q.sleeping;
-      q.cv.wait(guard, [&] { return !q.queue.empty(); });
+      q.cv.wait(guard, [&] { return !q.queue.empty() || !q.for_workers.empty(); });
       --q.sleeping;
     }
-    caf::resumable* job = q.queue.front();
-    q.queue.pop_front();
-    if (!q.queue.empty() && q.sleeping > 0) q.cv.notify_one();  // more waits than this worker takes
+    auto& from = q.for_workers.empty() ? q.queue : q.for_workers;
+    caf::resumable* job = from.front();
+    from.pop_front();
+    const bool more = !q.queue.empty() && q.sleeping > 0;  // more waits than this worker takes
+    guard.unlock();
+    if (more) q.cv.notify_one();
     return job;
   }
 
@@ -94,16 +159,57 @@ class affine_sharing : public caf::policy::unprofiled {
       f(job);
     }
   }
-
- private:
-  static void push(coordinator_data& q, caf::resumable* job, bool wake) {
-    std::lock_guard<std::mutex> guard(q.lock);
-    q.queue.push_back(job);
-    if ((wake || q.queue.size() > 1) && q.sleeping > 0) q.cv.notify_one();
-  }
 };
 
+using dhara_coordinator = caf::scheduler::coordinator<affine_sharing>;
+
 }  // namespace
+
+run_here_scope::run_here_scope(caf::actor_system& sys, bool (*busy)(const void*), const void* ctx)
+    : busy_(busy), ctx_(ctx) {
+  if (running_here != nullptr) return;  // nested: the outer scope runs the jobs
+  auto* c = dynamic_cast<dhara_coordinator*>(&sys.scheduler());
+  if (c == nullptr) return;  // CAF's own scheduler: sends wake a worker as usual
+  coordinator_ = c;
+  running_here = &c->data();
+}
+
+run_here_scope::~run_here_scope() {
+  if (coordinator_ == nullptr) return;
+  auto* c = static_cast<dhara_coordinator*>(coordinator_);
+  coordinator_data& q = c->data();
+  running_here = nullptr;
+  if (!std::exchange(held_here, false)) return;  // what it sent woke a worker already
+  // Run what waits, as a worker would, until the queue is empty or the budget is spent; with
+  // other work of its own, this thread leaves it all to a worker.
+  const std::size_t runs = busy_(ctx_) ? 0 : budget;
+  if (runs > 0) running_here = &q;
+  for (std::size_t n = 0; n < runs; ++n) {
+    caf::resumable* job;
+    {
+      std::lock_guard<std::mutex> guard(q.lock);
+      if (q.queue.empty()) break;
+      job = q.queue.front();
+      q.queue.pop_front();
+    }
+    switch (job->resume(&q.here, c->max_throughput())) {
+      case caf::resumable::resume_later: push(q, job, false); break;
+      case caf::resumable::done:
+      case caf::resumable::awaiting_message:
+      case caf::resumable::shutdown_execution_unit:  // never in `queue`: shutdowns go to for_workers
+        caf::intrusive_ptr_release(job);
+        break;
+    }
+  }
+  running_here = nullptr;
+  // Left over: a worker takes it.
+  bool notify;
+  {
+    std::lock_guard<std::mutex> guard(q.lock);
+    notify = !q.queue.empty() && q.sleeping > 0;
+  }
+  if (notify) q.cv.notify_one();
+}
 
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers) {
   cfg.set("scheduler.max-threads", workers);

@@ -13,4 +13,25 @@ namespace dhara::actors {
 /// the actor system is made from `cfg`.
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers);
 
+/// For a thread outside the workers that sends messages (the io thread delivering an
+/// extension's lines): while the scope lives, a message it sends when every worker sleeps
+/// wakes nobody. When the scope ends, this thread runs the jobs waiting, up to `budget` of
+/// them (the hops of one tool call), and wakes a worker for any left, unless `busy(ctx)` says
+/// it has other work (then it wakes a worker at once, so one thread never does everything
+/// while the workers sleep). Without dhara's scheduler, or inside another such scope, it does
+/// nothing. The actors it runs must not block (as on any worker).
+class run_here_scope {
+ public:
+  static constexpr std::size_t budget = 32;
+  run_here_scope(caf::actor_system& sys, bool (*busy)(const void*), const void* ctx);
+  ~run_here_scope();
+  run_here_scope(const run_here_scope&) = delete;
+  run_here_scope& operator=(const run_here_scope&) = delete;
+
+ private:
+  void* coordinator_ = nullptr;  ///< dhara's coordinator, when `sys` runs it
+  bool (*busy_)(const void*);
+  const void* ctx_;
+};
+
 }  // namespace dhara::actors

@@ -2,6 +2,7 @@
 #include "io/event_loop.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -432,6 +433,14 @@ void event_loop::post_locked(std::function<void()> f) {
   if (stopped_) return;
   queue_.push_back(std::move(f));
   uv_async_send(&impl_->async);  // under the lock: never after the handle is closed
+}
+
+bool event_loop::events_waiting() const {
+  pollfd p{uv_backend_fd(&impl_->loop), POLLIN, 0};
+  int n;
+  do n = ::poll(&p, 1, 0);
+  while (n < 0 && errno == EINTR);
+  return n != 0;  // an error: say yes, and the caller leaves the work to the workers
 }
 
 std::uint64_t event_loop::spawn(spawn_request request, process_callbacks callbacks) {

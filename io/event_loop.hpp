@@ -95,6 +95,10 @@ class event_loop {
   /// every exit, close all handles and join the loop thread. Idempotent.
   void stop(std::uint64_t grace_ms = 2000);
 
+  /// True when the loop has events it has not handled yet (a pipe with bytes to read, a
+  /// command posted): one poll(2) of the loop's epoll descriptor, without waiting.
+  bool events_waiting() const;
+
   /// Processes currently alive (spawned and not yet reported as exited).
   std::size_t live_processes() const { return live_.load(); }
   /// uv_loop_close's result after stop(): 0 when every handle was closed.

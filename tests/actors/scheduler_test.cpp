@@ -111,3 +111,92 @@ TEST_CASE("two jobs a worker hands off while it is busy wake the other worker", 
   r.self->send(fan, go_atom::value);
   CHECK(count_met(r.self) == 2);
 }
+
+namespace {
+
+// Where the hops of a relay ran: how many on the thread that started it, how many elsewhere.
+struct hop_count {
+  std::thread::id here;
+  std::atomic<int> on_here{0};
+  std::atomic<int> elsewhere{0};
+};
+
+// Passes a number to `next` until it reaches `last`, then tells `done`; counts where it ran.
+caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<hop_count> hops, int last, caf::actor done) {
+  return {
+      [=](caf::actor& next, int n) {
+        (std::this_thread::get_id() == hops->here ? hops->on_here : hops->elsewhere).fetch_add(1);
+        if (n == last) return self->send(done, n);
+        self->send(next, caf::actor_cast<caf::actor>(self), n + 1);
+      },
+  };
+}
+
+bool never_busy(const void*) { return false; }
+bool always_busy(const void*) { return true; }
+
+// From a thread of its own (as the io thread), with both workers asleep, starts a relay of
+// `hops` between two actors inside a run_here_scope; returns where the hops ran.
+std::shared_ptr<hop_count> relay_from_outside(rig& r, int hops, bool (*busy)(const void*)) {
+  auto count = std::make_shared<hop_count>();
+  auto done = caf::actor_cast<caf::actor>(r.self);
+  auto a = r.sys.spawn(relay, count, hops, done);
+  auto b = r.sys.spawn(relay, count, hops, done);
+  std::this_thread::sleep_for(100ms);  // both workers finish starting them and go to sleep
+  std::thread io([&] {
+    count->here = std::this_thread::get_id();
+    actors::run_here_scope scope(r.sys, busy, nullptr);
+    caf::anon_send(a, b, 1);
+  });
+  io.join();
+  int last = -1;
+  r.self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
+  CHECK(last == hops);
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("a thread in a run_here_scope runs the jobs it sends while both workers sleep", "[actors][scheduler]") {
+  rig r;
+  auto hops = relay_from_outside(r, 6, never_busy);
+  CHECK(hops->on_here.load() == 6);
+  CHECK(hops->elsewhere.load() == 0);
+}
+
+TEST_CASE("a run_here_scope runs at most its budget and leaves the rest to a worker", "[actors][scheduler]") {
+  rig r;
+  const int total = 3 * static_cast<int>(actors::run_here_scope::budget);
+  auto hops = relay_from_outside(r, total, never_busy);
+  CHECK(hops->on_here.load() >= 1);
+  CHECK(hops->on_here.load() <= static_cast<int>(actors::run_here_scope::budget));
+  CHECK(hops->on_here.load() + hops->elsewhere.load() == total);
+}
+
+TEST_CASE("a run_here_scope whose thread has other work wakes a worker instead", "[actors][scheduler]") {
+  rig r;
+  auto hops = relay_from_outside(r, 6, always_busy);
+  CHECK(hops->on_here.load() == 0);
+  CHECK(hops->elsewhere.load() == 6);
+}
+
+TEST_CASE("a run_here_scope on CAF's own scheduler changes nothing", "[actors][scheduler]") {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto count = std::make_shared<hop_count>();
+  auto done = caf::actor_cast<caf::actor>(self);
+  auto a = sys.spawn(relay, count, 6, done);
+  auto b = sys.spawn(relay, count, 6, done);
+  std::thread io([&] {
+    count->here = std::this_thread::get_id();
+    actors::run_here_scope scope(sys, never_busy, nullptr);
+    caf::anon_send(a, b, 1);
+  });
+  io.join();
+  int last = -1;
+  self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
+  CHECK(last == 6);
+  CHECK(count->on_here.load() == 0);
+}
