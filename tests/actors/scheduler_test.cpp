@@ -135,22 +135,23 @@ caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<hop_count> hop
 bool never_busy(const void*) { return false; }
 bool always_busy(const void*) { return true; }
 
-// From a thread of its own (as the io thread), with both workers asleep, starts a relay of
+// From a thread of its own (as the io thread), with the workers asleep, starts a relay of
 // `hops` between two actors inside a run_here_scope; returns where the hops ran.
-std::shared_ptr<hop_count> relay_from_outside(rig& r, int hops, bool (*busy)(const void*)) {
+std::shared_ptr<hop_count> relay_from_outside(caf::actor_system& sys, caf::scoped_actor& self, int hops,
+                                              bool (*busy)(const void*)) {
   auto count = std::make_shared<hop_count>();
-  auto done = caf::actor_cast<caf::actor>(r.self);
-  auto a = r.sys.spawn(relay, count, hops, done);
-  auto b = r.sys.spawn(relay, count, hops, done);
-  std::this_thread::sleep_for(100ms);  // both workers finish starting them and go to sleep
+  auto done = caf::actor_cast<caf::actor>(self);
+  auto a = sys.spawn(relay, count, hops, done);
+  auto b = sys.spawn(relay, count, hops, done);
+  std::this_thread::sleep_for(100ms);  // the workers finish starting them and go to sleep
   std::thread io([&] {
     count->here = std::this_thread::get_id();
-    actors::run_here_scope scope(r.sys, busy, nullptr);
+    actors::run_here_scope scope(sys, busy, nullptr);
     caf::anon_send(a, b, 1);
   });
   io.join();
   int last = -1;
-  r.self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
+  self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
   CHECK(last == hops);
   return count;
 }
@@ -159,7 +160,7 @@ std::shared_ptr<hop_count> relay_from_outside(rig& r, int hops, bool (*busy)(con
 
 TEST_CASE("a thread in a run_here_scope runs the jobs it sends while both workers sleep", "[actors][scheduler]") {
   rig r;
-  auto hops = relay_from_outside(r, 6, never_busy);
+  auto hops = relay_from_outside(r.sys, r.self, 6, never_busy);
   CHECK(hops->on_here.load() == 6);
   CHECK(hops->elsewhere.load() == 0);
 }
@@ -167,7 +168,7 @@ TEST_CASE("a thread in a run_here_scope runs the jobs it sends while both worker
 TEST_CASE("a run_here_scope runs at most its budget and leaves the rest to a worker", "[actors][scheduler]") {
   rig r;
   const int total = 3 * static_cast<int>(actors::run_here_scope::budget);
-  auto hops = relay_from_outside(r, total, never_busy);
+  auto hops = relay_from_outside(r.sys, r.self, total, never_busy);
   CHECK(hops->on_here.load() >= 1);
   CHECK(hops->on_here.load() <= static_cast<int>(actors::run_here_scope::budget));
   CHECK(hops->on_here.load() + hops->elsewhere.load() == total);
@@ -175,7 +176,7 @@ TEST_CASE("a run_here_scope runs at most its budget and leaves the rest to a wor
 
 TEST_CASE("a run_here_scope whose thread has other work wakes a worker instead", "[actors][scheduler]") {
   rig r;
-  auto hops = relay_from_outside(r, 6, always_busy);
+  auto hops = relay_from_outside(r.sys, r.self, 6, always_busy);
   CHECK(hops->on_here.load() == 0);
   CHECK(hops->elsewhere.load() == 6);
 }
@@ -185,18 +186,5 @@ TEST_CASE("a run_here_scope on CAF's own scheduler changes nothing", "[actors][s
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto count = std::make_shared<hop_count>();
-  auto done = caf::actor_cast<caf::actor>(self);
-  auto a = sys.spawn(relay, count, 6, done);
-  auto b = sys.spawn(relay, count, 6, done);
-  std::thread io([&] {
-    count->here = std::this_thread::get_id();
-    actors::run_here_scope scope(sys, never_busy, nullptr);
-    caf::anon_send(a, b, 1);
-  });
-  io.join();
-  int last = -1;
-  self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
-  CHECK(last == 6);
-  CHECK(count->on_here.load() == 0);
+  CHECK(relay_from_outside(sys, self, 6, never_busy)->on_here.load() == 0);
 }
