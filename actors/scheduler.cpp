@@ -23,6 +23,7 @@
 // actor state is shared.
 #include "actors/scheduler.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -184,6 +185,9 @@ run_here_scope::~run_here_scope() {
   // other work of its own, this thread leaves it all to a worker.
   const std::size_t runs = busy_(ctx_) ? 0 : budget;
   if (runs > 0) running_here = &q;
+  // An actor's run here ends after this many messages (it goes to the back of the queue),
+  // so a mailbox that keeps filling cannot hold this thread.
+  const std::size_t throughput = std::min<std::size_t>(c->max_throughput(), max_messages_per_run);
   for (std::size_t n = 0; n < runs; ++n) {
     caf::resumable* job;
     {
@@ -192,7 +196,7 @@ run_here_scope::~run_here_scope() {
       job = q.queue.front();
       q.queue.pop_front();
     }
-    switch (job->resume(&q.here, c->max_throughput())) {
+    switch (job->resume(&q.here, throughput)) {
       case caf::resumable::resume_later: push(q, job, false); break;
       case caf::resumable::done:
       case caf::resumable::awaiting_message:
@@ -202,6 +206,7 @@ run_here_scope::~run_here_scope() {
     }
   }
   running_here = nullptr;
+  held_here = false;  // sends made while it ran were queued here; what is left goes to a worker
   // Left over: a worker takes it.
   bool notify;
   {

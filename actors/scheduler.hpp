@@ -22,7 +22,8 @@ void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers);
 /// nothing. The actors it runs must not block (as on any worker).
 class run_here_scope {
  public:
-  static constexpr std::size_t budget = 32;
+  static constexpr std::size_t budget = 32;                ///< jobs (actor runs) at most
+  static constexpr std::size_t max_messages_per_run = 64;  ///< messages of one actor's run
   run_here_scope(caf::actor_system& sys, bool (*busy)(const void*), const void* ctx);
   ~run_here_scope();
   run_here_scope(const run_here_scope&) = delete;

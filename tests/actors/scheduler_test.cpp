@@ -188,3 +188,38 @@ TEST_CASE("a run_here_scope on CAF's own scheduler changes nothing", "[actors][s
   caf::scoped_actor self{sys};
   CHECK(relay_from_outside(sys, self, 6, never_busy)->on_here.load() == 0);
 }
+
+namespace {
+
+// Counts where each message ran; tells `done` at the `last`-th.
+caf::behavior tally(caf::event_based_actor* self, std::shared_ptr<hop_count> count, int last, caf::actor done) {
+  return {[=](int) {
+    auto& c = std::this_thread::get_id() == count->here ? count->on_here : count->elsewhere;
+    c.fetch_add(1);
+    if (count->on_here.load() + count->elsewhere.load() == last) self->send(done, last);
+  }};
+}
+
+}  // namespace
+
+TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded number of messages each",
+          "[actors][scheduler]") {
+  rig r;
+  constexpr auto most = actors::run_here_scope::budget * actors::run_here_scope::max_messages_per_run;
+  const int total = static_cast<int>(most) + 1000;
+  auto count = std::make_shared<hop_count>();
+  auto sink = r.sys.spawn(tally, count, total, caf::actor_cast<caf::actor>(r.self));
+  std::this_thread::sleep_for(100ms);  // the workers start it and go to sleep
+  std::thread io([&] {
+    count->here = std::this_thread::get_id();
+    actors::run_here_scope scope(r.sys, never_busy, nullptr);
+    for (int i = 0; i < total; ++i) caf::anon_send(sink, i);  // one job: the rest wait in its mailbox
+  });
+  io.join();
+  int last = -1;
+  r.self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
+  CHECK(last == total);
+  CHECK(count->on_here.load() >= static_cast<int>(actors::run_here_scope::max_messages_per_run));
+  CHECK(count->on_here.load() <= static_cast<int>(most));
+  CHECK(count->on_here.load() + count->elsewhere.load() == total);
+}
