@@ -381,14 +381,73 @@ caf::behavior server(server_ptr self, const extension_host* host, serve_output* 
 
 }  // namespace
 
+serve_output::serve_output(int fd, std::size_t max_queued_bytes)
+    : max_queued_bytes_(max_queued_bytes), fd_(fd), thread_([this] { run(); }) {}
+
+serve_output::~serve_output() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  work_.notify_one();
+  thread_.join();
+}
+
 void serve_output::write_line(std::string line) {
   line.push_back('\n');
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (std::size_t done = 0; !broken_ && done < line.size();) {
-    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) broken_ = true;  // the client is gone; EOF on stdin ends the session
-    else done += static_cast<std::size_t>(n);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A line larger than the whole allowance still goes, once everything before it is written.
+    room_.wait(lock, [&] { return broken_ || queued_bytes_ == 0 || queued_bytes_ + line.size() <= max_queued_bytes_; });
+    if (broken_) return;
+    queued_bytes_ += line.size();
+    queue_.push_back(std::move(line));
+  }
+  work_.notify_one();
+}
+
+// Takes every queued line, writes them in one go (a write(2) per 64 KiB or so), and gives
+// their room back; a failed write means the client is gone (EOF on stdin ends the session).
+void serve_output::run() {
+  std::string buffer;
+  for (;;) {
+    std::deque<std::string> lines;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock, [&] { return !queue_.empty() || closing_; });
+      if (queue_.empty()) return;  // closing, and everything is written
+      lines.swap(queue_);
+    }
+    std::size_t taken = 0;
+    bool broken = false;
+    while (!lines.empty() && !broken) {
+      buffer.clear();
+      while (!lines.empty() && (buffer.empty() || buffer.size() + lines.front().size() <= 65536)) {
+        buffer += lines.front();
+        lines.pop_front();
+      }
+      taken += buffer.size();
+      for (std::size_t done = 0; done < buffer.size();) {
+        ssize_t n = ::write(fd_, buffer.data() + done, buffer.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          broken = true;
+          break;
+        }
+        done += static_cast<std::size_t>(n);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken) {
+        broken_ = true;
+        queue_.clear();
+        queued_bytes_ = 0;
+      } else {
+        queued_bytes_ -= taken;
+      }
+    }
+    room_.notify_all();
   }
 }
 

@@ -5,9 +5,12 @@
 // the client with `approval/request` whenever a human decision is needed.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
@@ -18,17 +21,32 @@
 
 namespace dhara::broker {
 
-/// Writes one JSON-RPC message a line to a file descriptor; safe from any thread. A client
-/// that went away (EPIPE) makes every later write a no-op.
+/// Writes one JSON-RPC message a line to a file descriptor; safe from any thread. The lines
+/// are written in order by a thread of its own, so a client that stops reading holds no actor
+/// (nor the io thread, which may run actors: see actors::run_here_scope) until
+/// `max_queued_bytes` wait unwritten; then write_line waits for room (nothing is dropped). A
+/// client that went away (EPIPE) makes every later write a no-op. The destructor writes what
+/// is queued, then ends the thread.
 class serve_output {
  public:
-  explicit serve_output(int fd) : fd_(fd) {}
+  explicit serve_output(int fd, std::size_t max_queued_bytes = std::size_t{64} << 20);
+  ~serve_output();
+  serve_output(const serve_output&) = delete;
+  serve_output& operator=(const serve_output&) = delete;
   void write_line(std::string line);
 
  private:
+  void run();
   std::mutex mutex_;
-  int fd_;
+  std::condition_variable work_;  ///< lines queued, or closing
+  std::condition_variable room_;  ///< bytes written (or the client went away)
+  std::deque<std::string> queue_;
+  std::size_t queued_bytes_ = 0;  ///< queued and not yet written
+  const std::size_t max_queued_bytes_;
+  const int fd_;
   bool broken_ = false;
+  bool closing_ = false;
+  std::thread thread_;  ///< last: started once the rest is ready
 };
 
 /// What the server knows of its session.

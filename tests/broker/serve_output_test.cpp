@@ -1,0 +1,94 @@
+// serve's output (broker/serve.hpp): lines reach the client in order and whole, a client that
+// stops reading holds no caller until the allowance is queued, nothing is dropped past it,
+// and a client that went away makes writes no-ops.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "broker/serve.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string numbered_line(int i) { return "{\"id\":" + std::to_string(i) + ",\"pad\":\"" + std::string(200, 'x') + "\"}"; }
+
+// Everything readable from `fd` until EOF.
+std::string read_all(int fd) {
+  std::string all;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) all.append(buf, static_cast<std::size_t>(n));
+  return all;
+}
+
+struct pipe_pair {
+  int fds[2] = {-1, -1};
+  pipe_pair() { REQUIRE(::pipe2(fds, O_CLOEXEC) == 0); }
+  ~pipe_pair() {
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("serve output: a client that does not read holds no caller, and gets every line in order",
+          "[broker][serve]") {
+  pipe_pair p;
+  const int lines = 20000;  // about 4 MiB: far more than a pipe holds (64 KiB)
+  auto out = std::make_unique<broker::serve_output>(p.fds[1]);
+  auto writing = std::async(std::launch::async, [&] {
+    for (int i = 0; i < lines; ++i) out->write_line(numbered_line(i));
+  });
+  // Nobody reads yet: the writes still return.
+  REQUIRE(writing.wait_for(30s) == std::future_status::ready);
+  std::string expected;
+  for (int i = 0; i < lines; ++i) expected += numbered_line(i) + "\n";
+  auto reading = std::async(std::launch::async, [&] { return read_all(p.fds[0]); });
+  out.reset();  // writes what is queued, then ends its thread
+  ::close(p.fds[1]);
+  p.fds[1] = -1;
+  CHECK(reading.get() == expected);
+}
+
+TEST_CASE("serve output: past its allowance a writer waits for the client, and nothing is dropped",
+          "[broker][serve]") {
+  pipe_pair p;
+  broker::serve_output out(p.fds[1], 4096);
+  std::string expected;
+  auto writing = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 2000; ++i) out.write_line(numbered_line(i));
+  });
+  // 2000 lines of ~220 bytes do not fit the pipe (64 KiB) and the allowance (4 KiB) together.
+  CHECK(writing.wait_for(500ms) == std::future_status::timeout);
+  for (int i = 0; i < 2000; ++i) expected += numbered_line(i) + "\n";
+  std::string got;
+  char buf[65536];
+  while (got.size() < expected.size()) {
+    ssize_t n = ::read(p.fds[0], buf, sizeof buf);
+    REQUIRE(n > 0);
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  REQUIRE(writing.wait_for(30s) == std::future_status::ready);
+  CHECK(got == expected);
+}
+
+TEST_CASE("serve output: a client that went away makes every later line a no-op", "[broker][serve]") {
+  ::signal(SIGPIPE, SIG_IGN);  // as dhara runs: a closed pipe is EPIPE, not a signal
+  pipe_pair p;
+  ::close(p.fds[0]);
+  p.fds[0] = -1;
+  broker::serve_output out(p.fds[1], 4096);
+  auto writing = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 2000; ++i) out.write_line(numbered_line(i));
+  });
+  CHECK(writing.wait_for(30s) == std::future_status::ready);
+}
