@@ -8,9 +8,9 @@
 // message is about to ask the queue for work itself, so it runs the job a few microseconds
 // later with no wake-up at all. When more than one job waits, the idle worker is woken as
 // before, and a worker that takes a job while others still wait wakes the next one, so a
-// backlog still spreads over every worker. Jobs from outside the workers (the io thread,
-// detached actors, the clock, the main thread) always wake a worker: nobody else would run
-// them.
+// backlog still spreads over every worker. Jobs from outside the workers (detached actors,
+// the clock, the main thread) always wake a worker: nobody else would run them. The io
+// thread's are the exception below.
 //
 // The io thread may run jobs itself (run_here_scope): when it delivers an extension's lines
 // while every worker sleeps, waking one costs more than the supervisor's work on the line and

@@ -12,6 +12,7 @@
 
 #include "broker/call_flow.hpp"
 #include "io/jsonrpc.hpp"
+#include "io/line_output.hpp"
 #include "policy/tool_gate.hpp"
 
 namespace dhara::broker {
@@ -98,12 +99,12 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
   auto started = std::chrono::steady_clock::now();
   using driver_actor =
       caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>, caf::reacts_to<interrupt_atom>>;
-  auto print = [out](const json& line) {
-    std::string s = line.dump(-1, ' ', false, json::error_handler_t::replace);
-    s.push_back('\n');
-    std::fwrite(s.data(), 1, s.size(), out);
-    std::fflush(out);  // each result is visible as soon as its call finishes
-  };
+  // Each result is written as soon as its call finishes, by a thread of its own: a reader that
+  // stops reading holds no actor (nor the io thread, which may run the driver). Declared
+  // before the driver, so every line is written before run_batch returns.
+  std::fflush(out);
+  io::line_output lines(::fileno(out));
+  auto print = [&lines](const json& line) { lines.write_line(line.dump(-1, ' ', false, json::error_handler_t::replace)); };
   auto driver = sys.spawn([&host, options, print](driver_actor::stateful_pointer<driver_state> self,
                                                    std::vector<batch_call> all) -> driver_actor::behavior_type {
     self->state.calls = std::move(all);

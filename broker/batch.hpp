@@ -37,7 +37,9 @@ struct batch_summary {
   int exit_code = 0;               ///< 130 (quit) > 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
 };
 
-/// Runs the calls through the host's extensions, writing result lines to `out` as they finish.
+/// Runs the calls through the host's extensions, writing result lines to `out`'s descriptor as
+/// they finish (by a thread of their own: a reader that stops reading holds no actor); every
+/// line is written when it returns.
 batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std::vector<batch_call> calls,
                         const batch_options& options, std::FILE* out);
 

@@ -1,10 +1,8 @@
 // The serve protocol's server actor (see serve.hpp and docs/serve-protocol.md).
 #include "broker/serve.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -55,7 +53,7 @@ struct open_question {
 
 struct server_state {
   const extension_host* host = nullptr;
-  serve_output* out = nullptr;
+  io::line_output* out = nullptr;
   serve_config cfg;
   std::function<void(int)> end;
   std::map<std::string, inflight_call> calls;         // toolCallId → who asked
@@ -336,7 +334,7 @@ void handle(server_ptr self, io::rpc_message& message) {
   if (auto* err = std::get_if<io::rpc_error_response>(&message)) return answer_question(self, err->id, nullptr, err->message);
 }
 
-caf::behavior server(server_ptr self, const extension_host* host, serve_output* out, serve_config cfg,
+caf::behavior server(server_ptr self, const extension_host* host, io::line_output* out, serve_config cfg,
                      std::function<void(int)> end) {
   self->state.host = host;
   self->state.out = out;
@@ -380,76 +378,6 @@ caf::behavior server(server_ptr self, const extension_host* host, serve_output* 
 }
 
 }  // namespace
-
-serve_output::serve_output(int fd, std::size_t max_queued_bytes)
-    : max_queued_bytes_(max_queued_bytes), fd_(fd), thread_([this] { run(); }) {}
-
-serve_output::~serve_output() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    closing_ = true;
-  }
-  work_.notify_one();
-  thread_.join();
-}
-
-void serve_output::write_line(std::string line) {
-  line.push_back('\n');
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // A line larger than the whole allowance still goes, once everything before it is written.
-    room_.wait(lock, [&] { return broken_ || queued_bytes_ == 0 || queued_bytes_ + line.size() <= max_queued_bytes_; });
-    if (broken_) return;
-    queued_bytes_ += line.size();
-    queue_.push_back(std::move(line));
-  }
-  work_.notify_one();
-}
-
-// Takes every queued line, writes them in one go (a write(2) per 64 KiB or so), and gives
-// their room back; a failed write means the client is gone (EOF on stdin ends the session).
-void serve_output::run() {
-  std::string buffer;
-  for (;;) {
-    std::deque<std::string> lines;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_.wait(lock, [&] { return !queue_.empty() || closing_; });
-      if (queue_.empty()) return;  // closing, and everything is written
-      lines.swap(queue_);
-    }
-    std::size_t taken = 0;
-    bool broken = false;
-    while (!lines.empty() && !broken) {
-      buffer.clear();
-      while (!lines.empty() && (buffer.empty() || buffer.size() + lines.front().size() <= 65536)) {
-        buffer += lines.front();
-        lines.pop_front();
-      }
-      taken += buffer.size();
-      for (std::size_t done = 0; done < buffer.size();) {
-        ssize_t n = ::write(fd_, buffer.data() + done, buffer.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          broken = true;
-          break;
-        }
-        done += static_cast<std::size_t>(n);
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (broken) {
-        broken_ = true;
-        queue_.clear();
-        queued_bytes_ = 0;
-      } else {
-        queued_bytes_ -= taken;
-      }
-    }
-    room_.notify_all();
-  }
-}
 
 json initialize_result() {
   return {{"protocolVersion", "0.1.0"}, {"serverInfo", {{"name", "dhara"}, {"version", "0.1.0"}}}};
@@ -508,7 +436,7 @@ json tools_list(const extension_host& host, const std::vector<actors::extension_
   return {{"tools", tools}};
 }
 
-caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, serve_output& out, serve_config config,
+caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, io::line_output& out, serve_config config,
                         std::function<void(int)> end) {
   return sys.spawn(server, &host, &out, std::move(config), std::move(end));
 }

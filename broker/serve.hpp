@@ -5,12 +5,8 @@
 // the client with `approval/request` whenever a human decision is needed.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
@@ -18,36 +14,9 @@
 #include "broker/extension_host.hpp"
 #include "broker/hitl_mode.hpp"
 #include "io/jsonrpc.hpp"
+#include "io/line_output.hpp"
 
 namespace dhara::broker {
-
-/// Writes one JSON-RPC message a line to a file descriptor; safe from any thread. The lines
-/// are written in order by a thread of its own, so a client that stops reading holds no actor
-/// (nor the io thread, which may run actors: see actors::run_here_scope) until
-/// `max_queued_bytes` wait unwritten; then write_line waits for room (nothing is dropped). A
-/// client that went away (EPIPE) makes every later write a no-op. The destructor writes what
-/// is queued, then ends the thread.
-class serve_output {
- public:
-  explicit serve_output(int fd, std::size_t max_queued_bytes = std::size_t{64} << 20);
-  ~serve_output();
-  serve_output(const serve_output&) = delete;
-  serve_output& operator=(const serve_output&) = delete;
-  void write_line(std::string line);
-
- private:
-  void run();
-  std::mutex mutex_;
-  std::condition_variable work_;  ///< lines queued, or closing
-  std::condition_variable room_;  ///< bytes written (or the client went away)
-  std::deque<std::string> queue_;
-  std::size_t queued_bytes_ = 0;  ///< queued and not yet written
-  const std::size_t max_queued_bytes_;
-  const int fd_;
-  bool broken_ = false;
-  bool closing_ = false;
-  std::thread thread_;  ///< last: started once the rest is ready
-};
 
 /// What the server knows of its session.
 struct serve_config {
@@ -69,7 +38,7 @@ nlohmann::json tools_list(const extension_host& host, const policy::policy_snaps
 /// `send_to_server`. `end(code)` is called once, from an actor thread, when the session must
 /// end: 0 after `shutdown` or EOF (once every call in flight is answered), 130 after a `quit`
 /// decision. `host` and `out` must outlive it.
-caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, serve_output& out, serve_config config,
+caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, io::line_output& out, serve_config config,
                         std::function<void(int)> end);
 
 /// Hands one decoded client message to the server actor.

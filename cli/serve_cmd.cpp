@@ -60,7 +60,7 @@ struct server_session {
 
 // `initialize`: validates the params, opens the session and starts the server actor.
 void initialize(const global_options& g, const io::rpc_request& req, const std::string& cli_mode,
-                broker::serve_output& out, session_end& end, server_session& open) {
+                io::line_output& out, session_end& end, server_session& open) {
   const json& p = req.params;
   if (!p.is_null() && !p.is_object())
     return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params, "initialize params must be an object"));
@@ -105,7 +105,7 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
 }
 
 // One client line.
-void on_line(const global_options& g, std::string_view line, const std::string& cli_mode, broker::serve_output& out,
+void on_line(const global_options& g, std::string_view line, const std::string& cli_mode, io::line_output& out,
              session_end& end, server_session& open) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
   auto msg = io::parse_rpc(line);
@@ -129,7 +129,7 @@ int serve(const global_options& g, const std::string& mode) {
     return 2;
   }
   interrupt_watch interrupts;  // before any thread starts
-  broker::serve_output out(1);
+  io::line_output out(1);
   session_end end;
   server_session open;
   std::string buffer;

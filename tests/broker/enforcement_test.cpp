@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <set>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -168,6 +170,53 @@ TEST_CASE_METHOD(enforcement_fixture, "approved reads run, while denied paths, e
   CHECK(audit[2]["decidedBy"] == "rule");
   for (std::size_t i = 0; i < audit.size(); ++i) CHECK(audit[i]["seq"] == i + 1);
   CHECK(verify_with_python().rfind("OK 5", 0) == 0);
+}
+
+TEST_CASE_METHOD(enforcement_fixture, "a batch whose reader stops reading still runs and audits every call", "[runtime][enforcement][batch]") {
+  approve_read();
+  std::ofstream(home.project() / "src/big.txt") << std::string(2000, 'b') << "\n";
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  const int calls = 200;  // about 420 KB of result lines: several times what a pipe holds (64 KiB)
+  std::string batch;
+  for (int i = 0; i < calls; ++i) batch += R"({"id": )" + std::to_string(i) + R"(, "tool": "read", "input": {"path": "src/big.txt"}})" "\n";
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  std::FILE* out = ::fdopen(fds[1], "w");
+  REQUIRE(out != nullptr);
+  auto running = std::async(std::launch::async, [&] {
+    auto sum = broker::run_batch(sys, host, broker::parse_batch(batch), {.concurrency = 4, .session_id = "test-session", .cwd = home.project().string()}, out);
+    std::fclose(out);  // EOF for the reader below
+    return sum;
+  });
+  // Nobody reads yet: every call still runs, and is audited (the refusal at load is line 1).
+  auto complete_audit_lines = [&] {
+    std::ifstream in(home.dhara_home() / "audit.jsonl");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (complete_audit_lines() < calls + 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  CHECK(complete_audit_lines() == calls + 1);
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  auto sum = running.get();
+  CHECK(sum.ok == calls);
+  std::set<int> ids;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line);
+    CHECK(j["status"] == "ok");
+    CHECK(j["result"]["content"][0]["text"].get<std::string>().size() == 2001);
+    ids.insert(j["id"].get<int>());
+  }
+  CHECK(ids.size() == static_cast<std::size_t>(calls));
+  host.shutdown();
+  CHECK(verify_with_python().rfind("OK " + std::to_string(calls + 1), 0) == 0);
 }
 
 TEST_CASE_METHOD(enforcement_fixture, "a revocation from another process is enforced from the next check on", "[runtime][enforcement]") {

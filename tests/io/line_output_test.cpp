@@ -1,6 +1,6 @@
-// serve's output (broker/serve.hpp): lines reach the client in order and whole, a client that
-// stops reading holds no caller until the allowance is queued, nothing is dropped past it,
-// and a client that went away makes writes no-ops.
+// io::line_output (serve's answers, batch's results): lines reach the reader in order and
+// whole, a reader that stops reading holds no caller until the allowance is queued, nothing
+// is dropped past it, and a reader that went away makes writes no-ops.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "broker/serve.hpp"
+#include "io/line_output.hpp"
 
 using namespace dhara;
 using namespace std::chrono_literals;
@@ -40,11 +40,11 @@ struct pipe_pair {
 
 }  // namespace
 
-TEST_CASE("serve output: a client that does not read holds no caller, and gets every line in order",
-          "[broker][serve]") {
+TEST_CASE("line output: a reader that does not read holds no caller, and gets every line in order",
+          "[io][line_output]") {
   pipe_pair p;
   const int lines = 20000;  // about 4 MiB: far more than a pipe holds (64 KiB)
-  auto out = std::make_unique<broker::serve_output>(p.fds[1]);
+  auto out = std::make_unique<io::line_output>(p.fds[1]);
   auto writing = std::async(std::launch::async, [&] {
     for (int i = 0; i < lines; ++i) out->write_line(numbered_line(i));
   });
@@ -59,10 +59,10 @@ TEST_CASE("serve output: a client that does not read holds no caller, and gets e
   CHECK(reading.get() == expected);
 }
 
-TEST_CASE("serve output: past its allowance a writer waits for the client, and nothing is dropped",
-          "[broker][serve]") {
+TEST_CASE("line output: past its allowance a writer waits for the reader, and nothing is dropped",
+          "[io][line_output]") {
   pipe_pair p;
-  broker::serve_output out(p.fds[1], 4096);
+  io::line_output out(p.fds[1], 4096);
   std::string expected;
   auto writing = std::async(std::launch::async, [&] {
     for (int i = 0; i < 2000; ++i) out.write_line(numbered_line(i));
@@ -81,12 +81,12 @@ TEST_CASE("serve output: past its allowance a writer waits for the client, and n
   CHECK(got == expected);
 }
 
-TEST_CASE("serve output: a client that went away makes every later line a no-op", "[broker][serve]") {
+TEST_CASE("line output: a reader that went away makes every later line a no-op", "[io][line_output]") {
   ::signal(SIGPIPE, SIG_IGN);  // as dhara runs: a closed pipe is EPIPE, not a signal
   pipe_pair p;
   ::close(p.fds[0]);
   p.fds[0] = -1;
-  broker::serve_output out(p.fds[1], 4096);
+  io::line_output out(p.fds[1], 4096);
   auto writing = std::async(std::launch::async, [&] {
     for (int i = 0; i < 2000; ++i) out.write_line(numbered_line(i));
   });

@@ -1,0 +1,80 @@
+// The writer thread behind io::line_output: lines in order, whole, in writes of about 64 KiB.
+#include "io/line_output.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace dhara::io {
+
+line_output::line_output(int fd, std::size_t max_queued_bytes)
+    : max_queued_bytes_(max_queued_bytes), fd_(fd), thread_([this] { run(); }) {}
+
+line_output::~line_output() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  work_.notify_one();
+  thread_.join();
+}
+
+void line_output::write_line(std::string line) {
+  line.push_back('\n');
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A line larger than the whole allowance still goes, once everything before it is written.
+    room_.wait(lock, [&] { return broken_ || queued_bytes_ == 0 || queued_bytes_ + line.size() <= max_queued_bytes_; });
+    if (broken_) return;
+    queued_bytes_ += line.size();
+    queue_.push_back(std::move(line));
+  }
+  work_.notify_one();
+}
+
+// Takes every queued line, writes them in one go (a write(2) per 64 KiB or so), and gives
+// their room back; a failed write means the reader is gone.
+void line_output::run() {
+  std::string buffer;
+  for (;;) {
+    std::deque<std::string> lines;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock, [&] { return !queue_.empty() || closing_; });
+      if (queue_.empty()) return;  // closing, and everything is written
+      lines.swap(queue_);
+    }
+    std::size_t taken = 0;
+    bool broken = false;
+    while (!lines.empty() && !broken) {
+      buffer.clear();
+      while (!lines.empty() && (buffer.empty() || buffer.size() + lines.front().size() <= 65536)) {
+        buffer += lines.front();
+        lines.pop_front();
+      }
+      taken += buffer.size();
+      for (std::size_t done = 0; done < buffer.size();) {
+        ssize_t n = ::write(fd_, buffer.data() + done, buffer.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          broken = true;
+          break;
+        }
+        done += static_cast<std::size_t>(n);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken) {
+        broken_ = true;
+        queue_.clear();
+        queued_bytes_ = 0;
+      } else {
+        queued_bytes_ -= taken;
+      }
+    }
+    room_.notify_all();
+  }
+}
+
+}  // namespace dhara::io
