@@ -21,6 +21,7 @@ namespace dhara::actors {
 
 using append_atom = caf::atom_constant<caf::atom("append")>;  ///< entries to write
 using flush_atom = caf::atom_constant<caf::atom("flush")>;    ///< write what is pending
+using lease_atom = caf::atom_constant<caf::atom("lease")>;    ///< look whether to keep audit.lock
 
 /// The answer to an append: the last seq written (0 when everything was dropped by
 /// auditIgnorePatterns or is not written yet under durability none), or why it failed.
@@ -42,7 +43,9 @@ using audit_sink_actor = caf::typed_actor<
 /// The writer's whole interface: the sink, plus its own batching tick.
 using audit_writer_actor = audit_sink_actor::extend<
     /// self: write every pending entry in one batch.
-    caf::reacts_to<flush_atom>>;
+    caf::reacts_to<flush_atom>,
+    /// self: give back audit.lock, kept since a batch lock_hold_ms ago.
+    caf::reacts_to<lease_atom>>;
 
 /// How the writer works.
 struct audit_writer_config {
@@ -52,6 +55,11 @@ struct audit_writer_config {
   std::uint32_t keep = 5;
   std::vector<std::string> ignore_patterns;    ///< auditIgnorePatterns: drop matching allowed entries
   std::size_t max_pending_bytes = 64u << 20;   ///< backlog budget: beyond it appends fail closed
+  /// audit.lock stays locked between batches for this long after a batch took it; then the
+  /// writer takes it batch by batch for 5 ms, so another process's append (`dhara config
+  /// permissions …`, a verification) waits about this long at most. 0: the lock is taken and
+  /// released for every batch.
+  std::uint32_t lock_hold_ms = 50;
 };
 
 /// Spawns the writer; it opens (or creates) $DHARA_HOME/audit.jsonl and continues its chain.

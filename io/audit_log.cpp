@@ -212,7 +212,8 @@ policy::result<int> open_for_reading(const std::string& path) {
   return fd;
 }
 
-// Holds a flock (exclusive: a writer; shared: the verifier's snapshot) for one scope.
+// Holds a flock (exclusive: a writer; shared: the verifier's snapshot) for one scope, or
+// longer once kept (audit_log::keep_lock).
 class file_lock {
  public:
   explicit file_lock(int fd, int operation = LOCK_EX) : fd_(fd) {
@@ -222,15 +223,17 @@ class file_lock {
     err_ = rc == 0 ? 0 : errno;
   }
   ~file_lock() {
-    if (err_ == 0) ::flock(fd_, LOCK_UN);
+    if (err_ == 0 && !kept_) ::flock(fd_, LOCK_UN);
   }
   file_lock(const file_lock&) = delete;
   file_lock& operator=(const file_lock&) = delete;
   int error_number() const { return err_; }
+  void keep() { kept_ = true; }
 
  private:
   int fd_;
   int err_;
+  bool kept_ = false;
 };
 
 std::string torn_note(const std::string& path, const std::string& torn) {
@@ -280,6 +283,8 @@ audit_log::audit_log(audit_log&& other) noexcept
       options_(other.options_),
       fd_(std::exchange(other.fd_, -1)),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
+      keep_lock_(other.keep_lock_),
+      lock_held_(std::exchange(other.lock_held_, false)),
       ino_(other.ino_),
       dev_(other.dev_),
       size_(other.size_),
@@ -303,6 +308,8 @@ audit_log& audit_log::operator=(audit_log&& other) noexcept {
   options_ = other.options_;
   fd_ = std::exchange(other.fd_, -1);
   lock_fd_ = std::exchange(other.lock_fd_, -1);
+  keep_lock_ = other.keep_lock_;
+  lock_held_ = std::exchange(other.lock_held_, false);
   ino_ = other.ino_;
   dev_ = other.dev_;
   size_ = other.size_;
@@ -323,7 +330,14 @@ audit_log::~audit_log() { close_fds(); }
 
 void audit_log::close_fds() {
   close_fd(fd_);
-  close_fd(lock_fd_);
+  close_fd(lock_fd_);  // the last descriptor of its open file: a lock left held goes with it
+  lock_held_ = false;
+}
+
+void audit_log::release_lock() {
+  if (!lock_held_) return;
+  ::flock(lock_fd_, LOCK_UN);
+  lock_held_ = false;
 }
 
 policy::result<audit_log> audit_log::open(std::string dir, audit_log_options options) {
@@ -575,9 +589,17 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
     bytes += b.bytes();
   }
   if (count == 0) return last_seq_;
-  const file_lock lock(lock_fd_);
-  if (lock.error_number() != 0) return io_error("lock", join(dir_, lock_name), lock.error_number());
-  if (auto err = sync_with_disk()) return std::move(*err);
+  // While an earlier append's lock is held, no other process can have appended or rotated.
+  std::optional<file_lock> lock;
+  if (!lock_held_) {
+    lock.emplace(lock_fd_);
+    if (lock->error_number() != 0) return io_error("lock", join(dir_, lock_name), lock->error_number());
+    if (auto err = sync_with_disk()) return std::move(*err);
+    if (keep_lock_) {
+      lock->keep();
+      lock_held_ = true;
+    }
+  }
   append_start_ = {ino_, dev_, size_, last_seq_, std::string(last_hash_, sizeof last_hash_)};
 
   // Serialize and chain the whole batch, noting where rotations go: before a line that would
@@ -656,9 +678,10 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
 std::optional<error> audit_log::roll_back(const audit_checkpoint& from) {
   unsynced_ = {};
   if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
-  const file_lock lock(lock_fd_);
+  std::optional<file_lock> lock;
+  if (!lock_held_) lock.emplace(lock_fd_);
   struct stat st;
-  const bool same = lock.error_number() == 0 && ::stat(path_.c_str(), &st) == 0 && st.st_ino == ino_ &&
+  const bool same = (!lock || lock->error_number() == 0) && ::stat(path_.c_str(), &st) == 0 && st.st_ino == ino_ &&
                     st.st_dev == dev_ && ino_ == from.ino && dev_ == from.dev &&
                     static_cast<std::uint64_t>(st.st_size) == size_ && from.size <= size_ &&
                     from.hash.size() == sizeof last_hash_;

@@ -3,11 +3,18 @@
 // with the next batches), and the answer's seq covers the caller's own entries.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -116,4 +123,65 @@ TEST_CASE("every append is answered once its entries are written, with a seq tha
     for (int k = 0; k < per_append; ++k) covered += seqs.at(call + "-" + std::to_string(k)) <= last;
   }
   CHECK(covered == appends * per_append);  // no caller was answered before its own entries were written
+}
+
+TEST_CASE("another writer gets its turn while the writer keeps appending, and the lock goes back when it stops",
+          "[runtime][audit]") {
+  testing::temp_home home;
+  const std::string dir = home.dhara_home().string();
+  auto lock_is_free = [&] {
+    const int fd = ::open((home.dhara_home() / "audit.lock").c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+  };
+  caf::actor_system_config cfg;
+  actors::use_dhara_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  actors::audit_writer_config wc;
+  wc.dhara_home = dir;
+  REQUIRE(wc.lock_hold_ms > 0);  // the default keeps the lock between batches
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  std::atomic<bool> stop{false};
+  std::atomic<int> session_acks{0}, session_errors{0};
+  // The session: one append in flight at a time, as one call in flight makes them.
+  std::thread session([&] {
+    caf::scoped_actor me{sys};
+    for (int n = 0; !stop; ++n) {
+      me->request(writer, 10s, actors::append_atom::value, std::vector<policy::audit_entry>{entry_for("s-" + std::to_string(n))})
+          .receive([&](actors::audit_ack& a) { ++(a.error.empty() ? session_acks : session_errors); },
+                   [&](caf::error&) { ++session_errors; });
+    }
+  });
+  while (session_acks < 50) std::this_thread::sleep_for(1ms);
+  // Meanwhile another process (`dhara config permissions …`) appends, waiting for the lock as
+  // it does (a blocking flock).
+  auto other = std::async(std::launch::async, [&] {
+    auto log = io::audit_log::open(dir, {});
+    int written = 0;
+    for (int i = 0; log && i < 10; ++i) {
+      std::vector<policy::audit_entry> e{entry_for("cli-" + std::to_string(i))};
+      written += log->append(e) ? 1 : 0;
+      std::this_thread::sleep_for(5ms);
+    }
+    return written;
+  });
+  const bool other_done = other.wait_for(30s) == std::future_status::ready;
+  const int before_stop = session_acks;
+  stop = true;
+  session.join();
+  CHECK(other_done);
+  // Once appends stop, the kept lock goes back by itself (after lock_hold_ms).
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!lock_is_free() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  CHECK(lock_is_free());
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  CHECK(other.get() == 10);  // (had it starved, the writer's end above released it)
+  CHECK(session_errors == 0);
+  CHECK(before_stop > 50);
+  auto v = io::verify_audit(dir);
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->lines == static_cast<std::uint64_t>(session_acks + 10));
 }

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -850,6 +851,65 @@ TEST_CASE("verify is consistent while another process appends and rotates", "[io
   REQUIRE(v);
   CHECK(v->ok);
   CHECK(v->last_seq == 10 + 300 * 37);
+}
+
+// Whether another open file description could take audit.lock now (as another process would).
+bool lock_is_free(const temp_dir& dir) {
+  const int fd = ::open(dir.file("audit.lock").c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);  // and with it the lock, if taken
+  return free;
+}
+
+TEST_CASE("a kept lock shuts other writers out until released, and the chain stays one", "[io][audit]") {
+  temp_dir dir;
+  const audit_log_options options{audit_durability::write, 4096, 100};
+  audit_log session = open_log(dir, options);
+  audit_log cli = open_log(dir, options);
+  CHECK(lock_is_free(dir));
+  append_ok(session, make_entries(0, 3));
+  CHECK_FALSE(session.holds_lock());
+  CHECK(lock_is_free(dir));  // by default every append gives the lock back
+
+  session.keep_lock(true);
+  append_ok(session, make_entries(3, 3));
+  CHECK(session.holds_lock());
+  CHECK_FALSE(lock_is_free(dir));
+  int next = 6;
+  for (int round = 0; round < 8; ++round, next += 7) append_ok(session, make_entries(next, 7));  // rotates, lock kept
+  CHECK(fs::exists(dir.file("audit.1.jsonl")));
+  CHECK_FALSE(lock_is_free(dir));
+  session.release_lock();
+  CHECK_FALSE(session.holds_lock());
+  CHECK(lock_is_free(dir));
+
+  // Another writer appends and rotates meanwhile: the session's next append, which takes the
+  // lock again, follows it.
+  for (int round = 0; round < 4; ++round, next += 7) append_ok(cli, make_entries(next, 7));
+  append_ok(session, make_entries(next, 2));
+  next += 2;
+  CHECK(session.holds_lock());
+  CHECK(session.last_seq() == static_cast<std::uint64_t>(next));
+
+  // A roll back while the lock is kept keeps it.
+  audit_log_options fsync = options;
+  fsync.durability = audit_durability::fsync;
+  temp_dir other;
+  audit_log log = open_log(other, fsync);
+  log.keep_lock(true);
+  append_ok(log, make_entries(0, 4));
+  std::vector<audit_entry> more = make_entries(4, 3);
+  REQUIRE(log.append(more, dhara::io::audit_sync::deferred));
+  CHECK_FALSE(log.roll_back(log.last_append_start()).has_value());
+  CHECK(log.holds_lock());
+  CHECK_FALSE(lock_is_free(other));
+  CHECK(log.last_seq() == 4);
+
+  // Closing the log gives a kept lock back.
+  { audit_log moved = std::move(session); }
+  CHECK(lock_is_free(dir));
+  CHECK(python_verify(dir) == "OK " + std::to_string(next) + " " + std::to_string(next) + " from-start");
 }
 
 TEST_CASE("a deferred sync is left to the caller, and unconfirmed lines can be cut away", "[io][audit]") {
