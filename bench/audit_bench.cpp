@@ -128,7 +128,8 @@ caf::actor_system* the_system = nullptr;  // set in main: 2 threads, as a sessio
 // checker's batch under load) in flight; an iteration is 64 answered appends, 8192 lines. As a
 // checker does, the caller serializes each append's lines (policy::audit_lines) on its own
 // thread. An answer means the lines are as durable as configured (fsync: synced), so this is
-// what a checker waits for. range(0): 1 = write, 2 = fsync.
+// what a checker waits for. range(0): 1 = write, 2 = fsync; range(1): 1 = audit.lock kept
+// between batches as a session's writer does (lock_hold_ms 50), 0 = taken for every batch.
 void BM_AuditWriter_Actor(benchmark::State& state) {
   constexpr std::size_t per_append = 128, window = 64;
   caf::actor_system& sys = *the_system;
@@ -137,6 +138,7 @@ void BM_AuditWriter_Actor(benchmark::State& state) {
   dhara::actors::audit_writer_config wc;
   wc.dhara_home = dir;
   wc.durability = state.range(0) == 2 ? audit_durability::fsync : audit_durability::write;
+  wc.lock_hold_ms = state.range(1) == 1 ? 50 : 0;
   auto writer = dhara::actors::spawn_audit_writer(sys, wc);
   const auto entries = dhara::bench::typical_audit_entries(per_append);
   std::string error;
@@ -176,9 +178,11 @@ void BM_AuditWriter_Actor(benchmark::State& state) {
   fs::remove_all(dir);
 }
 BENCHMARK(BM_AuditWriter_Actor)
-    ->ArgName("durability")
-    ->Arg(1)
-    ->Arg(2)
+    ->ArgNames({"durability", "lock_kept"})
+    ->Args({1, 1})
+    ->Args({1, 0})
+    ->Args({2, 1})
+    ->Args({2, 0})
     ->UseRealTime()
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond);
@@ -249,8 +253,10 @@ class report : public dhara::bench::ratio_reporter {
     row("raw write + fdatasync every 10 ms", raw_sync, 0, 0);
     row("dhara append, durability fsync", rate_prefix("BM_AuditLog_Append/durability:2/batch:1024"), raw_sync, 1.5e6);
     row("dhara append, fsync, batches of 8192", rate_prefix("BM_AuditLog_Append/durability:2/batch:8192"), raw_sync, 0);
-    row("audit writer actor, durability write", rate_prefix("BM_AuditWriter_Actor/durability:1"), raw, 2e6);
-    row("audit writer actor, durability fsync", rate_prefix("BM_AuditWriter_Actor/durability:2"), raw_sync, 1.5e6);
+    row("audit writer actor, durability write", rate_prefix("BM_AuditWriter_Actor/durability:1/lock_kept:1"), raw, 2e6);
+    row("  the same, lock taken for every batch", rate_prefix("BM_AuditWriter_Actor/durability:1/lock_kept:0"), raw, 0);
+    row("audit writer actor, durability fsync", rate_prefix("BM_AuditWriter_Actor/durability:2/lock_kept:1"), raw_sync, 1.5e6);
+    row("  the same, lock taken for every batch", rate_prefix("BM_AuditWriter_Actor/durability:2/lock_kept:0"), raw_sync, 0);
   }
 };
 
