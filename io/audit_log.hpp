@@ -120,7 +120,7 @@ class audit_log {
   /// append needs neither the lock nor the look at the file for other processes' lines:
   /// three system calls fewer, each about a microsecond here. Every other process's append,
   /// and every verification, waits meanwhile: the caller must release_lock() soon (the audit
-  /// writer actor holds it only while appends keep coming, and at most 20 ms at a time).
+  /// writer actor gives it back 50 ms after a batch took it).
   void keep_lock(bool keep) { keep_lock_ = keep; }
 
   /// Unlocks audit.lock if an append left it locked (keep_lock).
