@@ -78,9 +78,9 @@ struct writer_state {
   syncer_actor syncer;                     // made at the first deferred sync
   bool flush_scheduled = false;
   bool failing = false;                    // reported once per failure streak
-  // audit.lock kept between batches (lock_hold_ms, io::audit_log::keep_lock): after a lease,
-  // batches take it one by one until then.
-  std::chrono::steady_clock::time_point no_lease_until;
+  // audit.lock kept between batches (lock_hold_ms, io::audit_log::keep_lock):
+  std::chrono::steady_clock::time_point lease_start;     // when the kept lock was taken
+  std::chrono::steady_clock::time_point no_lease_until;  // batches take it one by one until then
   static inline const char* name = "audit_writer";
   // Whatever is pending when the writer ends is still written: entries released under
   // durability none, and those whose callers wait (answered here with the outcome; a waiter
@@ -142,8 +142,13 @@ using self_ptr = audit_writer_actor::stateful_pointer<writer_state>;
 void start_sync(self_ptr self);
 void synced(self_ptr self, const std::string& why);
 
-// How long the writer takes audit.lock batch by batch after keeping it (lock_hold_ms).
+// A kept audit.lock is looked at this often (does another process wait for it?). After a
+// lease ran its full length the writer takes the lock batch by batch for lease_pause; after
+// another process wanted it, for contended_pause, so that sessions sharing one DHARA_HOME
+// take turns batch by batch rather than lease by lease.
+constexpr std::chrono::milliseconds lease_look{10};
 constexpr std::chrono::milliseconds lease_pause{5};
+constexpr std::chrono::seconds contended_pause{5};
 
 audit_ack audit_failure(const std::string& why) { return {0, "the audit log cannot be written: " + why}; }
 
@@ -185,8 +190,13 @@ void flush(self_ptr self) {
     const bool held = st.log->holds_lock();
     st.log->keep_lock(st.cfg.lock_hold_ms > 0 && now >= st.no_lease_until);
     why = st.write(batch, last, sync);
-    if (!held && st.log->holds_lock()) {
-      self->delayed_send(self, std::chrono::milliseconds(st.cfg.lock_hold_ms), lease_atom::value);
+    if (st.log->waited_for_lock()) {  // another process writes too: no lease for a while
+      st.log->release_lock();
+      st.no_lease_until = now + contended_pause;
+    } else if (!held && st.log->holds_lock()) {
+      st.lease_start = now;
+      self->delayed_send(self, std::min<std::chrono::milliseconds>(lease_look, std::chrono::milliseconds(st.cfg.lock_hold_ms)),
+                         lease_atom::value);
     }
   } else {
     why = st.open_error;
@@ -202,13 +212,23 @@ void flush(self_ptr self) {
 }
 
 // A kept audit.lock goes back lock_hold_ms after it was taken, whether batches still come or
-// not (one timer per lease, not one per batch); then batches take it one by one for
-// lease_pause, so that another process waiting for it gets its turn.
-void end_lease(self_ptr self) {
+// not, or at the first look that finds another process waiting for it (one timer per look,
+// not one per batch).
+void look_at_lease(self_ptr self) {
   auto& st = self->state;
   if (!st.log || !st.log->holds_lock()) return;
-  st.log->release_lock();
-  st.no_lease_until = std::chrono::steady_clock::now() + lease_pause;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - st.lease_start >= std::chrono::milliseconds(st.cfg.lock_hold_ms)) {
+    st.log->release_lock();
+    st.no_lease_until = now + lease_pause;
+    return;
+  }
+  if (st.log->others_wait_for_lock()) {
+    st.log->release_lock();
+    st.no_lease_until = now + contended_pause;
+    return;
+  }
+  self->delayed_send(self, lease_look, lease_atom::value);
 }
 
 // Syncs every batch written and not yet synced, unless a sync runs already (then those
@@ -293,7 +313,7 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
           return accept(self, std::move(lines));
         },
         [=](flush_atom) { flush(self); },
-        [=](lease_atom) { end_lease(self); },
+        [=](lease_atom) { look_at_lease(self); },
     };
   }, std::move(config));
 }

@@ -44,7 +44,7 @@ using audit_sink_actor = caf::typed_actor<
 using audit_writer_actor = audit_sink_actor::extend<
     /// self: write every pending entry in one batch.
     caf::reacts_to<flush_atom>,
-    /// self: give back audit.lock, kept since a batch lock_hold_ms ago.
+    /// self: look whether to give back audit.lock (see lock_hold_ms).
     caf::reacts_to<lease_atom>>;
 
 /// How the writer works.
@@ -56,9 +56,11 @@ struct audit_writer_config {
   std::vector<std::string> ignore_patterns;    ///< auditIgnorePatterns: drop matching allowed entries
   std::size_t max_pending_bytes = 64u << 20;   ///< backlog budget: beyond it appends fail closed
   /// audit.lock stays locked between batches for this long after a batch took it; then the
-  /// writer takes it batch by batch for 5 ms, so another process's append (`dhara config
-  /// permissions …`, a verification) waits about this long at most. 0: the lock is taken and
-  /// released for every batch.
+  /// writer takes it batch by batch for 5 ms. Every 10 ms the writer looks whether another
+  /// process waits for it (`dhara config permissions …`, a verification, another session), and
+  /// if so gives it back and takes it batch by batch for 5 s, as it does when its own batch had
+  /// to wait: another process waits about 10 ms at most. 0: the lock is taken and released for
+  /// every batch.
   std::uint32_t lock_hold_ms = 50;
 };
 

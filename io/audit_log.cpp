@@ -217,9 +217,12 @@ policy::result<int> open_for_reading(const std::string& path) {
 class file_lock {
  public:
   explicit file_lock(int fd, int operation = LOCK_EX) : fd_(fd) {
-    int rc;
-    do rc = ::flock(fd_, operation);
-    while (rc != 0 && errno == EINTR);
+    int rc = ::flock(fd_, operation | LOCK_NB);
+    if (rc != 0 && (errno == EWOULDBLOCK || errno == EINTR)) {
+      waited_ = errno == EWOULDBLOCK;  // another open file holds it: wait
+      do rc = ::flock(fd_, operation);
+      while (rc != 0 && errno == EINTR);
+    }
     err_ = rc == 0 ? 0 : errno;
   }
   ~file_lock() {
@@ -228,11 +231,13 @@ class file_lock {
   file_lock(const file_lock&) = delete;
   file_lock& operator=(const file_lock&) = delete;
   int error_number() const { return err_; }
+  bool waited() const { return waited_; }  ///< another process held it when it was asked for
   void keep() { kept_ = true; }
 
  private:
   int fd_;
   int err_;
+  bool waited_ = false;
   bool kept_ = false;
 };
 
@@ -285,6 +290,8 @@ audit_log::audit_log(audit_log&& other) noexcept
       lock_fd_(std::exchange(other.lock_fd_, -1)),
       keep_lock_(other.keep_lock_),
       lock_held_(std::exchange(other.lock_held_, false)),
+      waited_for_lock_(other.waited_for_lock_),
+      lock_ino_(other.lock_ino_),
       ino_(other.ino_),
       dev_(other.dev_),
       size_(other.size_),
@@ -310,6 +317,8 @@ audit_log& audit_log::operator=(audit_log&& other) noexcept {
   lock_fd_ = std::exchange(other.lock_fd_, -1);
   keep_lock_ = other.keep_lock_;
   lock_held_ = std::exchange(other.lock_held_, false);
+  waited_for_lock_ = other.waited_for_lock_;
+  lock_ino_ = other.lock_ino_;
   ino_ = other.ino_;
   dev_ = other.dev_;
   size_ = other.size_;
@@ -340,6 +349,31 @@ void audit_log::release_lock() {
   lock_held_ = false;
 }
 
+// /proc/locks lists a process blocked in flock() as "N: -> FLOCK  ADVISORY  WRITE <pid>
+// <major>:<minor>:<inode> 0 EOF". Matched on the inode alone: a match on another filesystem's
+// file of the same number only gives the lock back early.
+bool audit_log::others_wait_for_lock() const {
+  const int fd = ::open("/proc/locks", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // cannot tell: give the lock back
+  const std::string needle = ":" + std::to_string(lock_ino_) + " ";
+  std::string text;
+  char buf[8192];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (n < 0) return true;
+  for (std::size_t begin = 0; begin < text.size();) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + begin, end - begin);
+    if (line.find(" -> ") != std::string_view::npos && line.find(needle) != std::string_view::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 policy::result<audit_log> audit_log::open(std::string dir, audit_log_options options) {
   if (dir.empty()) return make_error(errc::invalid_path, "the audit directory is empty");
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return io_error("create", dir, errno);
@@ -350,6 +384,9 @@ policy::result<audit_log> audit_log::open(std::string dir, audit_log_options opt
   const std::string lock_path = join(log.dir_, lock_name);
   log.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (log.lock_fd_ < 0) return io_error("create", lock_path, errno);
+  struct stat lock_st;
+  if (::fstat(log.lock_fd_, &lock_st) != 0) return io_error("stat", lock_path, errno);
+  log.lock_ino_ = static_cast<std::uint64_t>(lock_st.st_ino);
   const file_lock lock(log.lock_fd_);
   if (lock.error_number() != 0) return io_error("lock", lock_path, lock.error_number());
   if (auto err = log.open_current()) return std::move(*err);
@@ -591,8 +628,10 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
   if (count == 0) return last_seq_;
   // While an earlier append's lock is held, no other process can have appended or rotated.
   std::optional<file_lock> lock;
+  waited_for_lock_ = false;
   if (!lock_held_) {
     lock.emplace(lock_fd_);
+    waited_for_lock_ = lock->waited();
     if (lock->error_number() != 0) return io_error("lock", join(dir_, lock_name), lock->error_number());
     if (auto err = sync_with_disk()) return std::move(*err);
     if (keep_lock_) {

@@ -120,7 +120,8 @@ class audit_log {
   /// append needs neither the lock nor the look at the file for other processes' lines:
   /// three system calls fewer, each about a microsecond here. Every other process's append,
   /// and every verification, waits meanwhile: the caller must release_lock() soon (the audit
-  /// writer actor gives it back 50 ms after a batch took it).
+  /// writer actor gives it back 50 ms after a batch took it, or as soon as it sees another
+  /// process wait for it).
   void keep_lock(bool keep) { keep_lock_ = keep; }
 
   /// Unlocks audit.lock if an append left it locked (keep_lock).
@@ -128,6 +129,14 @@ class audit_log {
 
   /// Whether an append left audit.lock locked.
   bool holds_lock() const { return lock_held_; }
+
+  /// Whether the last append found audit.lock held by another process and waited for it.
+  bool waited_for_lock() const { return waited_for_lock_; }
+
+  /// Whether another process now waits for audit.lock (blocked in flock, as /proc/locks
+  /// shows); true when that cannot be read. One read of /proc/locks: for a holder that looks
+  /// now and then, not per batch.
+  bool others_wait_for_lock() const;
 
   /// After a successful append: the file whose lines it left unsynced (empty when it synced
   /// them, or when the durability is not fsync).
@@ -178,6 +187,8 @@ class audit_log {
   int lock_fd_ = -1;  // audit.lock, held (flock) while a batch is written, and after it with keep_lock
   bool keep_lock_ = false;
   bool lock_held_ = false;  // an append left the lock held (keep_lock)
+  bool waited_for_lock_ = false;  // the last append waited for another process's lock
+  std::uint64_t lock_ino_ = 0;    // audit.lock's inode, to find it in /proc/locks
   std::uint64_t ino_ = 0;   // identity of the file fd_ is open on, to notice a rotation
   std::uint64_t dev_ = 0;   // by another process
   std::uint64_t size_ = 0;  // bytes in audit.jsonl as this object last left it

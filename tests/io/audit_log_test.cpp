@@ -19,10 +19,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -910,6 +912,46 @@ TEST_CASE("a kept lock shuts other writers out until released, and the chain sta
   { audit_log moved = std::move(session); }
   CHECK(lock_is_free(dir));
   CHECK(python_verify(dir) == "OK " + std::to_string(next) + " " + std::to_string(next) + " from-start");
+}
+
+TEST_CASE("a writer sees when it waited for the lock, and a holder sees who waits", "[io][audit]") {
+  temp_dir dir;
+  audit_log log = open_log(dir);
+  append_ok(log, make_entries(0, 2));
+  CHECK_FALSE(log.waited_for_lock());
+  CHECK_FALSE(log.others_wait_for_lock());
+
+  // Another process holds audit.lock: the append waits for it, and says so.
+  const int other = ::open(dir.file("audit.lock").c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(other >= 0);
+  REQUIRE(::flock(other, LOCK_EX) == 0);
+  auto appending = std::async(std::launch::async, [&] {
+    std::vector<audit_entry> e = make_entries(2, 3);
+    return log.append(e).has_value();
+  });
+  CHECK(appending.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);  // it waits
+  ::flock(other, LOCK_UN);
+  CHECK(appending.get());
+  CHECK(log.waited_for_lock());
+  append_ok(log, make_entries(5, 1));
+  CHECK_FALSE(log.waited_for_lock());
+
+  // The log keeps the lock; another process blocks in flock for it: the holder sees it waiting.
+  log.keep_lock(true);
+  append_ok(log, make_entries(6, 1));
+  REQUIRE(log.holds_lock());
+  auto waiting = std::async(std::launch::async, [&] { return ::flock(other, LOCK_EX) == 0; });
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; ++i) {
+    seen = log.others_wait_for_lock();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(seen);
+  log.release_lock();
+  CHECK(waiting.get());  // the waiter got it
+  CHECK_FALSE(log.others_wait_for_lock());  // holding is not waiting
+  ::close(other);
+  CHECK(python_verify(dir) == "OK 7 7 from-start");
 }
 
 TEST_CASE("a deferred sync is left to the caller, and unconfirmed lines can be cut away", "[io][audit]") {
