@@ -289,11 +289,15 @@ caf::typed_response_promise<audit_ack> accept(self_ptr self, policy::audit_lines
     return rp;
   }
   st.waiters.emplace_back(rp);
-  if (!st.flush_scheduled) {
-    // Queued behind every append already in the mailbox: they all join this batch.
-    st.flush_scheduled = true;
-    self->send(self, flush_atom::value);
+  if (st.flush_scheduled) return rp;
+  // Nothing else in the mailbox: written now. Otherwise the flush is queued behind every
+  // append already there, and they all join this batch.
+  if (self->mailbox().empty()) {
+    flush(self);
+    return rp;
   }
+  st.flush_scheduled = true;
+  self->send(self, flush_atom::value);
   return rp;
 }
 

@@ -174,15 +174,41 @@ std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, 
   return std::nullopt;
 }
 
+// Sends the lines decided so far to the writer in one append; their decisions are released
+// when it answers (refused if it cannot write them).
+void send_lines(checker_ptr self) {
+  auto& s = self->state;
+  s.flush_scheduled = false;
+  auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
+  s.replies.clear();
+  policy::audit_lines batch;
+  std::swap(batch, s.lines);
+  // The next round is likely as large: room for it now, not a regrowth per doubling.
+  s.replies.reserve(replies->size());
+  s.lines.reserve(batch.size(), batch.bytes());
+  self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
+      .then(
+          [replies](audit_ack& ack) {
+            for (auto& w : *replies) {
+              if (ack.error.empty()) w.rp.deliver(std::move(w.outcome));
+              else w.rp.deliver(audit_failed(w, ack.error));
+            }
+          },
+          [replies](caf::error&) {
+            for (auto& w : *replies) w.rp.deliver(audit_failed(w, "the audit writer is gone"));
+          });
+}
+
 // The decision is released only once its lines are as durable as configured (they are in
-// the checker's lines already); the lines of all checks in the mailbox go to the writer together.
+// the checker's lines already); the lines of all checks in the mailbox go to the writer
+// together. With nothing else in the mailbox they go at once, not through a message to self.
 void finish(checker_ptr self, pending_batch& p) {
   auto& s = self->state;
   s.replies.push_back({std::move(p.rp), std::move(p.outcome), p.first_capability});
-  if (!s.flush_scheduled) {
-    s.flush_scheduled = true;
-    self->send(self, flush_atom::value);
-  }
+  if (s.flush_scheduled) return;
+  if (self->mailbox().empty()) return send_lines(self);
+  s.flush_scheduled = true;
+  self->send(self, flush_atom::value);
 }
 
 // Asks the approver about the check before p->next (whose decision was `asked`), then goes on
@@ -265,29 +291,7 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           check(self, pending_batch{std::move(batch), rp});
           return rp;
         },
-        [=](flush_atom) {
-          auto& s = self->state;
-          s.flush_scheduled = false;
-          auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
-          s.replies.clear();
-          policy::audit_lines batch;
-          std::swap(batch, s.lines);
-          // The next round is likely as large: room for it now, not a regrowth per doubling.
-          s.replies.reserve(replies->size());
-          s.lines.reserve(batch.size(), batch.bytes());
-          self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
-              .then(
-                  [replies](audit_ack& ack) {
-                    for (auto& w : *replies) {
-                      if (ack.error.empty()) w.rp.deliver(std::move(w.outcome));
-                      else w.rp.deliver(audit_failed(w, ack.error));
-                    }
-                  },
-                  [replies](caf::error&) {
-                    for (auto& w : *replies)
-                      w.rp.deliver(audit_failed(w, "the audit writer is gone"));
-                  });
-        },
+        [=](flush_atom) { send_lines(self); },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
         [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
     };
