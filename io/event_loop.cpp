@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <unordered_map>
 
@@ -27,6 +28,7 @@ constexpr std::size_t stderr_tail_bytes = 4 * 1024;
 // the pipe) before it is closed by force; and after its stdout closed, how long the process
 // may take to exit before it is ended as a violation.
 constexpr std::uint64_t eof_after_exit_ms = 200;
+thread_local const event_loop* running_loop = nullptr;  // the loop whose thread this is
 }  // namespace
 
 // One extension process and its three pipes. Lives on the loop thread only.
@@ -419,7 +421,10 @@ event_loop::event_loop() : impl_(std::make_unique<impl>()) {
   impl_->async.data = this;
   uv_timer_init(&impl_->loop, &impl_->kill_timer);
   impl_->kill_timer.data = impl_.get();
-  thread_ = std::thread([this] { uv_run(&impl_->loop, UV_RUN_DEFAULT); });
+  thread_ = std::thread([this] {
+    running_loop = this;
+    uv_run(&impl_->loop, UV_RUN_DEFAULT);
+  });
 }
 
 event_loop::~event_loop() { stop(); }
@@ -435,7 +440,34 @@ void event_loop::post_locked(std::function<void()> f) {
   uv_async_send(&impl_->async);  // under the lock: never after the handle is closed
 }
 
+namespace {
+
+// libuv up to 1.44 keeps, while its poll phase runs the callbacks of one epoll_wait, how many
+// events that call returned in the slot after the watchers (uv__platform_invalidate_fd reads
+// it there; it is null outside that phase). 1.45 moved it elsewhere: there, and anywhere but
+// Linux's epoll backend, the answer is 0 (unknown).
+std::size_t events_being_dispatched(const uv_loop_t& loop) {
+#ifdef __linux__
+  static const bool known_layout = uv_version() >= 0x010000 && uv_version() < 0x012d00;  // [1.0, 1.45)
+  if (!known_layout || loop.watchers == nullptr) return 0;
+  return reinterpret_cast<std::uintptr_t>(loop.watchers[loop.nwatchers + 1]);
+#else
+  (void)loop;
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::size_t event_loop::events_in_this_dispatch() const {
+  return running_loop == this ? events_being_dispatched(impl_->loop) : 0;  // the loop's own thread only
+}
+
 bool event_loop::events_waiting() const {
+  // Inside the callback of the only event the loop's last look found, nothing else waited then:
+  // one poll(2) fewer per round trip. What arrived since is read at the next look, a few
+  // microseconds later (the caller runs a bounded amount of work before it returns).
+  if (events_in_this_dispatch() == 1) return false;
   pollfd p{uv_backend_fd(&impl_->loop), POLLIN, 0};
   int n;
   do n = ::poll(&p, 1, 0);

@@ -96,8 +96,15 @@ class event_loop {
   void stop(std::uint64_t grace_ms = 2000);
 
   /// True when the loop has events it has not handled yet (a pipe with bytes to read, a
-  /// command posted): one poll(2) of the loop's epoll descriptor, without waiting.
+  /// command posted): one poll(2) of the loop's epoll descriptor, without waiting. Called on
+  /// the loop thread from a callback whose event was the only one the loop's last look found,
+  /// false without a system call (see events_in_this_dispatch).
   bool events_waiting() const;
+
+  /// On the loop thread, inside a callback of libuv's poll phase: how many events the epoll
+  /// look being dispatched returned (this callback's among them). 0 elsewhere, and with a
+  /// libuv that does not keep the count where 1.44 does (1.45 and later).
+  std::size_t events_in_this_dispatch() const;
 
   /// Processes currently alive (spawned and not yet reported as exited).
   std::size_t live_processes() const { return live_.load(); }
