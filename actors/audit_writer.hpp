@@ -42,7 +42,8 @@ using audit_sink_actor = caf::typed_actor<
 
 /// The writer's whole interface: the sink, plus its own batching tick.
 using audit_writer_actor = audit_sink_actor::extend<
-    /// self: write every pending entry in one batch.
+    /// self: write every pending entry in one batch (an append that finds nothing else in the
+    /// mailbox is written at once, without this message).
     caf::reacts_to<flush_atom>,
     /// self: look whether to give back audit.lock (see lock_hold_ms).
     caf::reacts_to<lease_atom>>;

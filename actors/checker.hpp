@@ -50,7 +50,8 @@ using checker_actor = caf::typed_actor<
     /// denying it; its answer is the user's decision (allow / deny; quit and lost deny).
     caf::reacts_to<approver_atom, hitl_actor>,
     /// self: send the entries of every check decided since the last flush to the audit writer
-    /// in one append (queued behind the checks already in the mailbox, so they batch).
+    /// in one append (queued behind the checks already in the mailbox, so they batch; with
+    /// nothing else in the mailbox the entries go at once, without this message).
     caf::reacts_to<flush_atom>>;
 
 /// Spawns a checker holding `snapshot`. It serializes each check's audit line itself and sends
