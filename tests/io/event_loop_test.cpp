@@ -4,10 +4,13 @@
 // look, something waits. Real processes on real pipes.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
 #include <uv.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -46,11 +49,14 @@ struct recorder {
   }
 };
 
-// A shell that prints its line after `delay` and then waits on its stdin (cat), so that
-// nothing else of it (an exit, EOF) lands in the same look.
-io::spawn_request shell(const std::string& delay, const std::string& line) {
+// A shell that prints `line` (once `go` exists, when given; then it makes `line`.done beside
+// it) and then waits on its stdin (cat), so that nothing else of it (an exit, EOF) lands in
+// the same look.
+io::spawn_request shell(const std::string& line, const std::string& go = "") {
   io::spawn_request r;
-  r.argv = {"/bin/sh", "-c", "sleep " + delay + "; echo " + line + "; exec cat"};
+  const std::string wait = go.empty() ? "" : "while [ ! -e " + go + " ]; do sleep 0.01; done; ";
+  const std::string done = go.empty() ? "" : "; : > " + go + "." + line + ".done";
+  r.argv = {"/bin/sh", "-c", wait + "echo " + line + done + "; exec cat"};
   r.cwd = "/";
   r.env = {"PATH=/usr/bin:/bin"};
   return r;
@@ -69,7 +75,7 @@ TEST_CASE("the loop knows when a pipe's line was the only event of its look, and
     cb.on_lines = [&](std::vector<std::string>&& lines) {
       rec.add({lines.front(), loop.events_in_this_dispatch(), loop.events_waiting()});
     };
-    loop.spawn(shell("0", "alone"), std::move(cb));
+    loop.spawn(shell("alone"), std::move(cb));
     REQUIRE(rec.wait_for(1));
     std::lock_guard<std::mutex> lock(rec.m);
     CHECK(rec.lines[0].line == "alone");
@@ -78,23 +84,36 @@ TEST_CASE("the loop knows when a pipe's line was the only event of its look, and
   }
 
   SECTION("two lines that became readable while the loop was busy: one look finds both") {
-    // The first process's callback holds the loop thread while the other two print, so the
-    // next look finds both of their pipes readable.
-    io::process_callbacks first;
-    first.on_lines = [&](std::vector<std::string>&& lines) {
-      std::this_thread::sleep_for(600ms);
-      rec.add({lines.front(), loop.events_in_this_dispatch(), false});
-    };
-    loop.spawn(shell("0", "first"), std::move(first));
-    for (const char* name : {"second", "third"}) {
-      io::process_callbacks cb;
+    // The first process's callback holds the loop thread until the other two have printed
+    // (they start when it lets them and say when they are done), so the next look finds both
+    // of their pipes readable.
+    char dir_template[] = "/tmp/dhara-loop-XXXXXX";
+    REQUIRE(::mkdtemp(dir_template) != nullptr);
+    const std::filesystem::path dir = dir_template;
+    const std::string go = (dir / "go").string();
+    for (const char* name : {"second", "third"}) {  // spawned first: the loop starts them before
+      io::process_callbacks cb;                     // the first one's callback can hold it
       cb.on_lines = [&](std::vector<std::string>&& lines) {
         rec.add({lines.front(), loop.events_in_this_dispatch(), loop.events_waiting()});
       };
-      loop.spawn(shell("0.2", name), std::move(cb));
+      loop.spawn(shell(name, go), std::move(cb));
     }
+    io::process_callbacks first;
+    bool both_printed = false;
+    first.on_lines = [&](std::vector<std::string>&& lines) {
+      std::ofstream{go};
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (!(std::filesystem::exists(go + ".second.done") && std::filesystem::exists(go + ".third.done")) &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+      both_printed = std::filesystem::exists(go + ".second.done") && std::filesystem::exists(go + ".third.done");
+      rec.add({lines.front(), loop.events_in_this_dispatch(), false});
+    };
+    loop.spawn(shell("first"), std::move(first));
     REQUIRE(rec.wait_for(3));
+    std::filesystem::remove_all(dir);
     std::lock_guard<std::mutex> lock(rec.m);
+    REQUIRE(both_printed);
     REQUIRE(rec.lines[0].line == "first");
     // The one delivered first of the two: its look found at least both, and the other's
     // line was still unread, so something waited.
