@@ -18,6 +18,7 @@
 
 #include <openssl/evp.h>
 
+#include "io/files.hpp"
 #include "policy/audit_line_check.hpp"
 #include "policy/json_text.hpp"
 
@@ -353,17 +354,10 @@ void audit_log::release_lock() {
 // <major>:<minor>:<inode> 0 EOF". Matched on the inode alone: a match on another filesystem's
 // file of the same number only gives the lock back early.
 bool audit_log::others_wait_for_lock() const {
-  const int fd = ::open("/proc/locks", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;  // cannot tell: give the lock back
+  const auto read = read_text_file("/proc/locks");
+  if (!read) return true;  // cannot tell: give the lock back
+  const std::string& text = *read;
   const std::string needle = ":" + std::to_string(lock_ino_) + " ";
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (n < 0) return true;
   for (std::size_t begin = 0; begin < text.size();) {
     std::size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
