@@ -3,11 +3,13 @@
 #include "io/jsonrpc.hpp"
 
 #include "policy/audit_entry.hpp"
+#include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
 
 #include <climits>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <utility>
 
 namespace dhara::io {
@@ -162,9 +164,29 @@ void append_method_and_params(std::string& out, std::string_view method, const j
   }
 }
 
+// The line an extension writes most, a result: {"jsonrpc":"2.0","id":…,"result":…} in any
+// order, read without building the object around the result. It gives the message the full
+// parse gives; anything else (another member, a name twice, an error, a bad id) is left to
+// the full parse, which also names what is wrong.
+std::optional<rpc_message> plain_response(std::string_view line) {
+  static constexpr std::string_view names[] = {"jsonrpc", "id", "result"};
+  json version, id, result;
+  json* const values[] = {&version, &id, &result};
+  std::uint32_t present = 0;
+  if (!policy::parse_json_members_fast(line, rpc_max_depth, names, values, present) || present != 0b111)
+    return std::nullopt;
+  if (!version.is_string() || version.get_ref<const std::string&>() != "2.0" || !valid_id(id)) return std::nullopt;
+  return rpc_message(rpc_response{std::move(id), std::move(result)});
+}
+
 }  // namespace
 
 policy::result<rpc_message> parse_rpc(std::string_view line) {
+  try {
+    if (auto message = plain_response(line)) return std::move(*message);
+  } catch (const std::exception&) {
+    // Only allocation failures are expected: the full parse below answers.
+  }
   auto doc = policy::parse_json_text(line, "", rpc_max_depth);
   if (!doc) return doc.err();
   try {

@@ -91,6 +91,28 @@ class parser {
     return read && found && p_ == end_;
   }
 
+  // One object whose members are all among `names`, each at most once, their values built.
+  bool object_of(std::span<const std::string_view> names, std::span<json* const> values, std::uint32_t& present) {
+    static_assert(Build, "the values are built");
+    present = 0;
+    skip_space();
+    if (p_ == end_ || *p_ != '{') return false;
+    std::string name;
+    const bool read = container('}', [&] {
+      if (!member_name(name)) return false;
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        if (name != names[i]) continue;
+        const std::uint32_t bit = std::uint32_t{1} << i;
+        if (present & bit) return false;
+        present |= bit;
+        return value(*values[i]);
+      }
+      return false;
+    });
+    skip_space();
+    return read && p_ == end_;
+  }
+
  private:
   void skip_space() {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
@@ -336,6 +358,13 @@ class parser {
 };
 
 }  // namespace
+
+bool parse_json_members_fast(std::string_view text, std::size_t max_depth, std::span<const std::string_view> names,
+                             std::span<nlohmann::json* const> values, std::uint32_t& present) {
+  present = 0;
+  if (max_depth > fast_json_max_depth || names.size() > 32 || values.size() != names.size()) return false;
+  return parser<true>(text, max_depth).object_of(names, values, present);
+}
 
 bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::json& out) {
   if (max_depth > fast_json_max_depth) return false;

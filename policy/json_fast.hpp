@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -29,5 +30,14 @@ bool parse_json_fast(std::string_view text, std::size_t max_depth, nlohmann::jso
 /// unescaped), with an integer from 0 to 2^64-1 (what nlohmann reads as unsigned): stores it in
 /// `value`. False for anything else, `value` unspecified; the caller then asks nlohmann.
 bool scan_json_object_fast(std::string_view text, std::size_t max_depth, std::string_view key, std::uint64_t& value);
+
+/// The same grammar for one object whose members are all named in `names` (names unescaped,
+/// at most 32), each at most once: the value of the member named names[i] is built into
+/// *values[i] as parse_json_fast builds it, and bit i of `present` is set. The object itself
+/// is never built. False for anything else, the values unspecified: another member, a name
+/// twice (nlohmann would keep the last), text parse_json_fast refuses. The caller then parses
+/// the whole text.
+bool parse_json_members_fast(std::string_view text, std::size_t max_depth, std::span<const std::string_view> names,
+                             std::span<nlohmann::json* const> values, std::uint32_t& present);
 
 }  // namespace dhara::policy

@@ -1,10 +1,12 @@
 // libFuzzer target for parse_json_text's fast path: whatever parse_json_fast accepts,
 // nlohmann's parser must accept too and build the same document, node for node and type for
 // type; and parse_json_text must answer as nlohmann does, with the fast path or without it.
-// The audit line check's fast path (scan_json_object_fast) likewise: what it vouches for is
-// an object nlohmann reads with that "seq", and read_audit_line answers every line, the input
-// and the input with a hash suffix, exactly as its SAX reference does.
+// parse_json_members_fast likewise, member for member. The audit line check's fast path
+// (scan_json_object_fast) likewise: what it vouches for is an object nlohmann reads with that
+// "seq", and read_audit_line answers every line, the input and the input with a hash suffix,
+// exactly as its SAX reference does.
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -55,6 +57,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto full = dhara::policy::parse_json_text(in, "f", limit);
     require(full.has_value() == (valid && depth <= limit));
     if (full) require(same_json(*full, reference));
+    // The members-only path: what it vouches for is an object nlohmann reads with exactly
+    // those members, each the value it built.
+    static constexpr std::string_view names[] = {"jsonrpc", "id", "result"};
+    json members[3];
+    json* const values[] = {&members[0], &members[1], &members[2]};
+    std::uint32_t present = 0;
+    if (dhara::policy::parse_json_members_fast(in, limit, names, values, present)) {
+      require(valid && depth <= limit && reference.is_object());
+      require(reference.size() == static_cast<std::size_t>(std::popcount(present)));
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto it = reference.find(names[i]);
+        require((it != reference.end()) == ((present >> i) & 1u));
+        if (it != reference.end()) require(same_json(members[i], *it));
+      }
+    }
     std::uint64_t seq = 0;
     if (dhara::policy::scan_json_object_fast(in, limit, "seq", seq)) {
       require(valid && depth <= limit && reference.is_object());

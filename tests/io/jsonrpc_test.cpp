@@ -184,6 +184,37 @@ TEST_CASE("lines from an extension decode to the right kind and fields", "[io][j
   }
 }
 
+TEST_CASE("a result read without its envelope's object is the message the full parse makes", "[io][jsonrpc]") {
+  // Plain results take the members-only path; the rest take the full parse. Both must give
+  // what nlohmann's document of the line says, member for member.
+  for (const std::string line : {
+           R"({"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}})",
+           R"({"result":[1,2.5,"x",null,true],"id":"s-1","jsonrpc":"2.0"})",
+           R"({"id":-9,"jsonrpc":"2.0","result":{"b":1,"a":{"c":[]}}})",
+           R"({"jsonrpc":"2.0","id":1,"result":{"k":1,"k":2}})",       // a name twice inside: the last
+           R"({"jsonrpc":"2.0","id":1,"result":1,"result":2})",         // twice at the top: the full parse
+           R"({"jsonrpc":"2.0","id":1,"result":3,"x-extra":true})",     // another member: the full parse
+       }) {
+    CAPTURE(line);
+    const auto m = parse_rpc(line);
+    REQUIRE(m);
+    const auto& r = std::get<rpc_response>(*m);
+    const json reference = json::parse(line);
+    CHECK(r.id == reference["id"]);
+    CHECK(r.id.type() == reference["id"].type());
+    CHECK(r.result == reference["result"]);
+  }
+  // What the members-only path leaves to the full parse is refused as before.
+  for (const std::string line : {R"({"jsonrpc":"2.1","id":1,"result":1})", R"({"jsonrpc":"2.0","id":null,"result":1})",
+                                 R"({"jsonrpc":"2.0","id":1.5,"result":1})", R"({"jsonrpc":2,"id":1,"result":1})",
+                                 R"({"jsonrpc":"2.0","result":1})", R"({"jsonrpc":"2.0","id":1,"result":1,"error":{}})"}) {
+    CAPTURE(line);
+    const auto m = parse_rpc(line);
+    REQUIRE_FALSE(m);
+    CHECK(m.err().code == errc::invalid_value);
+  }
+}
+
 TEST_CASE("malformed lines give the right error code", "[io][jsonrpc]") {
   struct row {
     const char* line;

@@ -142,3 +142,39 @@ TEST_CASE("the fast path refuses what it cannot vouch for, and nlohmann then dec
   CHECK_FALSE(parse_json_fast("[1]", fast_json_max_depth + 1, v));
   CHECK(parse_json_text("[1]", "", fast_json_max_depth + 1));
 }
+
+TEST_CASE("an object's members are built one by one, the object itself never", "[policy][json]") {
+  static constexpr std::string_view names[] = {"jsonrpc", "id", "result"};
+  json version, id, result;
+  json* const values[] = {&version, &id, &result};
+  std::uint32_t present = 0;
+
+  SECTION("any order, spaces, escaped names; each value as the full parse builds it") {
+    const std::string text = R"( { "result" : {"content":[{"type":"text","text":"a\nb"}],"isError":false},)"
+                             R"( "i\u0064":42, "jsonrpc":"2.0" } )";
+    REQUIRE(parse_json_members_fast(text, max_json_depth, names, values, present));
+    CHECK(present == 0b111);
+    const json reference = json::parse(text);
+    CHECK(same_json(version, reference["jsonrpc"]));
+    CHECK(same_json(id, reference["id"]));
+    CHECK(id.is_number_unsigned());
+    CHECK(same_json(result, reference["result"]));
+  }
+  SECTION("members left out leave their bits clear") {
+    REQUIRE(parse_json_members_fast(R"({"id":-3})", max_json_depth, names, values, present));
+    CHECK(present == 0b010);
+    CHECK(same_json(id, json(-3)));
+    REQUIRE(parse_json_members_fast("{}", max_json_depth, names, values, present));
+    CHECK(present == 0);
+  }
+  SECTION("refused: another member, a name twice, not an object, bad text, too deep") {
+    for (const std::string text :
+         {R"({"jsonrpc":"2.0","id":1,"error":{}})", R"({"id":1,"id":2})", R"({"id":1,"i\u0064":2})",
+          R"([{"id":1}])", R"("id")", R"({"id":1)", R"({"id":1} x)", R"({"id":01})", R"({"result":[[[1]]]})"}) {
+      CAPTURE(text);
+      CHECK_FALSE(parse_json_members_fast(text, 3, names, values, present));
+    }
+    // The object counts as one level: a member value one level less deep than the limit fits.
+    CHECK(parse_json_members_fast(R"({"result":[[1]]})", 3, names, values, present));
+  }
+}
