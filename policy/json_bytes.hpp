@@ -30,6 +30,7 @@ constexpr bool is_special(unsigned char c) { return c < 0x20 || c == '"' || c ==
 // Advances past bytes that go out unchanged, eight at a time where possible.
 inline const char* skip_plain(const char* p, const char* end) {
   if constexpr (std::endian::native == std::endian::little) {
+    const char* const start = p;
     while (end - p >= 8) {
       std::uint64_t w;
       std::memcpy(&w, p, sizeof w);
@@ -37,6 +38,15 @@ inline const char* skip_plain(const char* p, const char* end) {
         return p + std::countr_zero(m) / 8;
       }
       p += 8;
+    }
+    // The last 1 to 7 bytes of a run of 8 or more: one load of its last eight, the marks of
+    // the bytes already passed shifted out (plain, they mark nothing and borrow nothing).
+    if (p != end && end - start >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, end - 8, sizeof w);
+      const auto passed = static_cast<unsigned>(8 - (end - p));
+      const std::uint64_t m = special_bytes(w) >> (8 * passed);
+      return m != 0 ? p + std::countr_zero(m) / 8 : end;
     }
   }
   while (p != end && !is_special(static_cast<unsigned char>(*p))) ++p;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "policy/json_bytes.hpp"
 #include "policy/json_fast.hpp"
 #include "policy/json_text.hpp"
 #include "support/json_same.hpp"
@@ -107,6 +108,23 @@ TEST_CASE("a special byte anywhere in a long plain run is seen", "[policy][json]
       const bool accepted = parse_json_fast(text, max_json_depth, fast);
       CHECK(accepted == !reference.is_discarded());
       if (accepted) CHECK(same_json(fast, reference));
+    }
+  }
+}
+
+TEST_CASE("skip_plain stops at the first special byte of a run of any length, tail included", "[policy][json]") {
+  // Lengths 0 to 40 cover the 8-byte words and every tail (the last 1 to 7 bytes are read by
+  // one load that overlaps bytes already passed); the special byte at each offset, or none.
+  const unsigned char specials[] = {'"', '\\', 0x00, 0x1f, 0x80, 0xc3, 0xff};
+  for (std::size_t length = 0; length <= 40; ++length) {
+    for (const unsigned char special : specials) {
+      for (std::size_t at = 0; at <= length; ++at) {  // at == length: no special byte
+        std::string run(length, 'a');
+        if (at < length) run[at] = static_cast<char>(special);
+        CAPTURE(length, static_cast<int>(special), at);
+        const char* stop = json_bytes::skip_plain(run.data(), run.data() + run.size());
+        CHECK(static_cast<std::size_t>(stop - run.data()) == at);
+      }
     }
   }
 }
