@@ -211,8 +211,12 @@ std::string encode_request(const json& id, std::string_view method, const json& 
 
 std::string encode_execute_request(std::int64_t id, std::string_view tool_call_id, std::string_view tool,
                                    const json& input, std::string_view cwd, std::string_view session_id) {
-  // Keys in the order a params document would dump them (sorted).
-  std::string out = "{\"jsonrpc\":\"2.0\",\"id\":";
+  // Keys in the order a params document would dump them (sorted). One allocation for the
+  // usual line: ~110 bytes of keys and punctuation, the strings, and as much again for a
+  // small input (growing from the first literal took four).
+  std::string out;
+  out.reserve(256 + cwd.size() + session_id.size() + tool_call_id.size() + tool.size());
+  out += "{\"jsonrpc\":\"2.0\",\"id\":";
   out += std::to_string(id);
   out += ",\"method\":\"tools/execute\",\"params\":{\"context\":{\"cwd\":";
   policy::append_json_string(out, cwd);
