@@ -57,10 +57,15 @@ struct bench_options {
   long long extensions = 4;
   long long calls = 20000;
   long long inflight = 16;
+  long long warmup = -1;  ///< calls run first and not measured; -1: min(calls, default_warmup)
   std::string durability = "write";
   std::string runtime = "native";
   bool json = false;
 };
+
+/// Warm-up calls when --warmup is not given (fewer when --calls is smaller): node's echo gets
+/// faster for about this many calls (docs/performance.md, "Warm-up").
+constexpr std::size_t default_warmup = 20000;
 
 /// The capability every bench call is checked for (one path check per call).
 constexpr const char* bench_capability = "filesystem:read";
@@ -172,12 +177,14 @@ bool make_home(bench_home& h, const bench_options& o, const fs::path& echo_src, 
 
 using start_atom = caf::atom_constant<caf::atom("start")>;
 
-/// What the dhara run measured.
+/// What the dhara run measured (the warm-up calls apart).
 struct run_result {
   std::size_t ok = 0, failed = 0, checks = 0;
+  std::size_t warmup_failed = 0, warmup_checks = 0;
   std::string first_error;
   std::vector<double> latencies_us;
   double seconds = 0;
+  double cpu_seconds = 0;  ///< the process's CPU over the measured calls
 };
 
 /// Shared with the thread that draws the progress bar: a counter and the result's promise.
@@ -188,6 +195,8 @@ struct run_shared {
 
 struct driver_state {
   std::size_t next = 0, inflight = 0;
+  bool warming = false;  ///< the warm-up calls are out: nothing is recorded
+  double cpu0 = 0;
   run_result r;
   clk::time_point started;
   static inline const char* name = "bench_driver";
@@ -195,54 +204,77 @@ struct driver_state {
 
 struct run_params {
   std::vector<broker::registered_tool> tools;  // one per extension, calls go round-robin
-  std::size_t calls = 0, inflight = 1;
+  std::size_t calls = 0, inflight = 1, warmup = 0;
   std::string cwd, session_id;
   json input;
   std::size_t checks_per_call = 0;
 };
 
+double cpu_seconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(ru.ru_utime) + s(ru.ru_stime);
+}
+
 // Keeps `inflight` calls out through run_tool_call (gate → audit → extension), as the batch
-// driver does, and times each call from its start to its outcome.
+// driver does, and times each call from its start to its outcome. The warm-up calls go first
+// (tool call ids `warmup-N`), the same way; once they are all answered, the measured calls
+// (`bench-N`) start, and only they are timed.
 caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker::extension_host* host,
                            std::shared_ptr<const run_params> p, std::shared_ptr<run_shared> shared) {
+  auto start_measuring = [self] {
+    auto& st = self->state;
+    st.warming = false;
+    st.next = 0;
+    st.started = clk::now();
+    st.cpu0 = cpu_seconds();
+  };
   auto fire = std::make_shared<std::function<void()>>();
-  *fire = [self, host, p, shared, weak = std::weak_ptr<std::function<void()>>(fire)] {
+  *fire = [self, host, p, shared, start_measuring, weak = std::weak_ptr<std::function<void()>>(fire)] {
     auto again = weak.lock();
     auto& st = self->state;
-    while (st.inflight < p->inflight && st.next < p->calls) {
+    if (st.warming && st.inflight == 0 && st.next == p->warmup) start_measuring();
+    const std::size_t total = st.warming ? p->warmup : p->calls;
+    while (st.inflight < p->inflight && st.next < total) {
       std::size_t i = st.next++;
       ++st.inflight;
+      const bool warm = st.warming;
       broker::call_spec spec{p->tools[i % p->tools.size()], {}};
-      spec.call.tool_call_id = "bench-" + std::to_string(i + 1);
+      spec.call.tool_call_id = (warm ? "warmup-" : "bench-") + std::to_string(i + 1);
       spec.call.tool = spec.tool.name;
       spec.call.input = p->input;
       spec.call.cwd = p->cwd;
       spec.call.session_id = p->session_id;
-      st.r.checks += p->checks_per_call;
+      (warm ? st.r.warmup_checks : st.r.checks) += p->checks_per_call;
       auto t0 = clk::now();
       broker::run_tool_call(self, *host, std::move(spec), broker::hitl_mode::automatic, actors::hitl_actor{},
-                            [self, t0, shared, again](broker::call_outcome o) {
+                            [self, t0, warm, shared, again](broker::call_outcome o) {
                               auto& s = self->state;
-                              s.r.latencies_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+                              if (!warm)
+                                s.r.latencies_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
                               --s.inflight;
                               if (o.result.ok && !(o.result.result.is_object() && o.result.result.value("isError", false))) {
-                                ++s.r.ok;
+                                s.r.ok += !warm;
                               } else {
-                                if (s.r.failed++ == 0)
+                                if (s.r.failed + s.r.warmup_failed == 0)
                                   s.r.first_error = o.result.ok ? o.result.result.dump() : o.result.message;
+                                ++(warm ? s.r.warmup_failed : s.r.failed);
                               }
                               shared->done.fetch_add(1, std::memory_order_relaxed);
                               (*again)();
                             });
     }
-    if (st.inflight == 0 && st.next == p->calls) {
+    if (!st.warming && st.inflight == 0 && st.next == p->calls) {
       st.r.seconds = seconds_between(st.started, clk::now());
+      st.r.cpu_seconds = cpu_seconds() - st.cpu0;
       shared->result.set_value(std::move(st.r));
       self->quit();
     }
   };
-  return {[self, fire](start_atom) {
-    self->state.started = clk::now();
+  return {[self, fire, p, start_measuring](start_atom) {
+    if (p->warmup > 0) self->state.warming = true;
+    else start_measuring();
     (*fire)();
   }};
 }
@@ -370,7 +402,8 @@ bool send_line(raw_proc& p, const std::string& s, std::vector<double>* samples, 
 }
 
 // The physical limit: the same echo program, spawned here with plain pipes (no sandbox, no
-// actors), the same request lines, M calls with K in flight over N processes.
+// actors), the same request lines, M calls with K in flight over N processes, after the same
+// number of warm-up calls.
 pipe_result pipe_baseline(const bench_home& h, const run_params& p) {
   pipe_result out;
   std::vector<raw_proc> procs(h.folders.size());
@@ -408,6 +441,8 @@ pipe_result pipe_baseline(const bench_home& h, const run_params& p) {
   std::vector<double> samples;
   samples.reserve(p.calls);
   bool ok = pump(procs.size(), procs.size(), init, nullptr);
+  // The warm-up calls, as dhara's run has them: the echo's runtime is warm when timing starts.
+  ok = ok && (p.warmup == 0 || pump(p.warmup, p.inflight, lines, nullptr));
   auto t0 = clk::now();
   ok = ok && pump(p.calls, p.inflight, lines, &samples);
   double secs = seconds_between(t0, clk::now());
@@ -465,12 +500,13 @@ double raw_write_lines_per_s(const std::string& bytes, std::size_t lines, const 
 struct audit_report {
   bool verified = false;
   std::string why;             ///< what failed, one sentence
-  std::size_t entries = 0;     ///< lines of this run's calls
+  std::size_t entries = 0;     ///< lines of this run's measured calls
+  std::size_t warmup_entries = 0;  ///< lines of its warm-up calls
   std::size_t all_lines = 0;   ///< every line in the trail
   std::string bytes;           ///< the bytes of this run's lines
 };
 
-audit_report check_audit(const std::string& dir, std::size_t checks) {
+audit_report check_audit(const std::string& dir, std::size_t checks, std::size_t warmup_checks) {
   audit_report a;
   auto v = io::verify_audit(dir);
   if (!v) {
@@ -481,6 +517,7 @@ audit_report check_audit(const std::string& dir, std::size_t checks) {
   for (const std::string& file : v->files) {
     std::ifstream in(file, std::ios::binary);
     for (std::string line; std::getline(in, line);) {
+      if (line.find(R"("toolCallId":"warmup-)") != std::string::npos) ++a.warmup_entries;
       if (line.find(R"("toolCallId":"bench-)") == std::string::npos) continue;
       ++a.entries;
       a.bytes += line;
@@ -495,6 +532,11 @@ audit_report check_audit(const std::string& dir, std::size_t checks) {
     a.why = "the audit has " + std::to_string(a.entries) + " entries for " + std::to_string(checks) + " checks";
     return a;
   }
+  if (a.warmup_entries != warmup_checks) {
+    a.why = "the audit has " + std::to_string(a.warmup_entries) + " entries for the warm-up calls' " +
+            std::to_string(warmup_checks) + " checks";
+    return a;
+  }
   a.verified = true;
   return a;
 }
@@ -506,13 +548,6 @@ std::uint64_t peak_rss_bytes() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
   return 0;
-}
-
-double cpu_seconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return s(ru.ru_utime) + s(ru.ru_stime);
 }
 
 void draw_progress(std::size_t done, std::size_t total, clk::time_point started) {
@@ -543,6 +578,7 @@ int run_bench(const global_options& g, const bench_options& o) {
   if (o.extensions < 1 || o.extensions > 1000) return usage_error("--extensions must be between 1 and 1000.");
   if (o.calls < 1 || o.calls > 100000000) return usage_error("--calls must be between 1 and 100000000.");
   if (o.inflight < 1 || o.inflight > 65536) return usage_error("--inflight must be between 1 and 65536.");
+  if (o.warmup < -1 || o.warmup > 100000000) return usage_error("--warmup must be between 0 and 100000000.");
   if (o.durability != "none" && o.durability != "write" && o.durability != "fsync")
     return usage_error("--durability '" + o.durability + "' is not one of none, write, fsync.");
   const char* folder_name = o.runtime == "native" ? "echo-native" : o.runtime == "python" ? "echo-py"
@@ -571,6 +607,7 @@ int run_bench(const global_options& g, const bench_options& o) {
   auto p = std::make_shared<run_params>();
   p->calls = static_cast<std::size_t>(o.calls);
   p->inflight = static_cast<std::size_t>(o.inflight);
+  p->warmup = o.warmup >= 0 ? static_cast<std::size_t>(o.warmup) : std::min<std::size_t>(p->calls, default_warmup);
   p->cwd = h.project.string();
   p->session_id = "bench-" + std::to_string(::getpid());
   p->input = {{"text", "hello from dhara bench"}, {"path", h.target.string()}};
@@ -628,19 +665,18 @@ int run_bench(const global_options& g, const bench_options& o) {
     auto shared = std::make_shared<run_shared>();
     auto fut = shared->result.get_future();
     bool progress = ::isatty(2) == 1;
-    double cpu0 = cpu_seconds();
     auto t0 = clk::now();
     auto driver = s->sys->spawn(bench_driver, s->host.get(), std::shared_ptr<const run_params>(p), shared);
     caf::anon_send(driver, start_atom::value);
     while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
-      if (progress) draw_progress(shared->done.load(std::memory_order_relaxed), p->calls, t0);
+      if (progress) draw_progress(shared->done.load(std::memory_order_relaxed), p->warmup + p->calls, t0);
     if (progress) std::fputs("\r\033[K", stderr);
     r = fut.get();
-    cpu = cpu_seconds() - cpu0;
+    cpu = r.cpu_seconds;
     rss = peak_rss_bytes();
   }  // the session ends here: extensions stopped, the audit writer flushed and gone
 
-  audit_report audit = check_audit(h.dhara_home.string(), r.checks);
+  audit_report audit = check_audit(h.dhara_home.string(), r.checks, r.warmup_checks);
   double raw_lines = raw_write_lines_per_s(audit.bytes, audit.entries, (h.dhara_home / "raw-write.jsonl").string(),
                                            o.durability == "fsync");
 
@@ -650,7 +686,7 @@ int run_bench(const global_options& g, const bench_options& o) {
   double lines_per_s = static_cast<double>(audit.entries) / r.seconds;
   double bytes_per_s = static_cast<double>(audit.bytes.size()) / r.seconds;
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-  bool all_ok = r.failed == 0;
+  bool all_ok = r.failed == 0 && r.warmup_failed == 0;
 
   if (o.json) {
     json out = {
@@ -661,6 +697,8 @@ int run_bench(const global_options& g, const bench_options& o) {
         {"calls", p->calls},
         {"calls_ok", r.ok},
         {"calls_failed", r.failed},
+        {"warmup_calls", p->warmup},
+        {"warmup_calls_failed", r.warmup_failed},
         {"seconds", r.seconds},
         {"start_seconds", start_seconds},
         {"calls_per_s", calls_per_s},
@@ -668,6 +706,7 @@ int run_bench(const global_options& g, const bench_options& o) {
         {"checks", r.checks},
         {"checks_per_s", checks_per_s},
         {"audit_entries", audit.entries},
+        {"warmup_audit_entries", audit.warmup_entries},
         {"audit_bytes", audit.bytes.size()},
         {"audit_lines_per_s", lines_per_s},
         {"audit_bytes_per_s", bytes_per_s},
@@ -691,7 +730,10 @@ int run_bench(const global_options& g, const bench_options& o) {
   } else {
     std::printf("dhara bench: %lld %s echo extension%s, %zu calls, %zu in flight, durability %s\n", o.extensions,
                 o.runtime.c_str(), o.extensions == 1 ? "" : "s", p->calls, p->inflight, o.durability.c_str());
-    std::printf("  (extensions started in %.2f s; every call goes gate -> audit -> extension)\n\n", start_seconds);
+    std::printf("  (extensions started in %.2f s; every call goes gate -> audit -> extension)\n", start_seconds);
+    if (p->warmup > 0)
+      std::printf("  (%zu warm-up call%s first on each side, not measured)\n", p->warmup, p->warmup == 1 ? "" : "s");
+    std::printf("\n");
     std::printf("  %-22s %14s %16s %10s\n", "", "dhara", "baseline", "ratio");
     std::printf("  %-22s %14s %16s %9.2fx  (raw pipes to the same echo, same load)\n", "calls/s",
                 human_rate(calls_per_s).c_str(), human_rate(pipe.calls_per_s).c_str(), ratio(calls_per_s, pipe.calls_per_s));
@@ -708,16 +750,23 @@ int run_bench(const global_options& g, const bench_options& o) {
                 r.seconds);
     std::printf("\n");
     if (audit.verified)
-      std::printf("audit: verified: %zu entries for %zu checks, one each; the hash chain holds (%zu lines in all)\n",
-                  audit.entries, r.checks, audit.all_lines);
+      std::printf("audit: verified: %zu entries for %zu checks, one each%s; the hash chain holds (%zu lines in all)\n",
+                  audit.entries, r.checks,
+                  p->warmup > 0 ? (", and " + std::to_string(audit.warmup_entries) + " for the warm-up calls").c_str() : "",
+                  audit.all_lines);
     else
       std::printf("audit: NOT verified: %s\n", audit.why.c_str());
-    if (!all_ok) std::printf("calls: %zu of %zu failed; the first: %s\n", r.failed, p->calls, r.first_error.c_str());
+    if (r.failed) std::printf("calls: %zu of %zu failed; the first: %s\n", r.failed, p->calls, r.first_error.c_str());
+    if (r.warmup_failed)
+      std::printf("warm-up calls: %zu of %zu failed; the first failure: %s\n", r.warmup_failed, p->warmup,
+                  r.first_error.c_str());
   }
   if (!audit.verified || !all_ok) {
     if (o.json) {
       if (!audit.verified) std::fprintf(stderr, "dhara bench: the audit is not verified: %s\n", audit.why.c_str());
-      if (!all_ok) std::fprintf(stderr, "dhara bench: %zu calls failed: %s\n", r.failed, r.first_error.c_str());
+      if (!all_ok)
+        std::fprintf(stderr, "dhara bench: %zu calls failed (%zu of them warm-up calls): %s\n", r.failed + r.warmup_failed,
+                     r.warmup_failed, r.first_error.c_str());
     }
     return 1;
   }
@@ -732,6 +781,9 @@ void add_bench_command(CLI::App& app, command_context& ctx) {
   bench->add_option("--extensions", o->extensions, "Copies of the bench echo extension to start (default 4)");
   bench->add_option("--calls", o->calls, "Tool calls to run (default 20000)");
   bench->add_option("--inflight", o->inflight, "Calls in flight at once (default 16)");
+  bench->add_option("--warmup", o->warmup,
+                    "Calls run first on each side and not measured, so that caches and a JIT runtime are warm "
+                    "(default: as many as --calls, at most 20000; 0 for a cold start)");
   bench->add_option("--durability", o->durability, "Audit durability: none, write or fsync (default write)");
   bench->add_option("--runtime", o->runtime, "Bench extension runtime: native (default), python or node");
   bench->add_flag("--json", o->json, "Print one JSON object instead of the table");

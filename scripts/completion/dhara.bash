@@ -39,7 +39,7 @@ _dhara_flags() {
     "config permissions approve") echo "-h --help --all" ;;
     doctor) echo "-h --help --audit-log --extension --denied-only --since -n -f --follow --verify --json" ;;
     "sandbox exec") echo "-h --help --extension" ;;
-    bench) echo "-h --help --extensions --calls --inflight --durability --runtime --json" ;;
+    bench) echo "-h --help --extensions --calls --inflight --warmup --durability --runtime --json" ;;
     *) echo "-h --help" ;;
   esac
 }
@@ -50,7 +50,7 @@ _dhara_takes_value() {
     "run --calls" | "run -j" | "run --concurrency" | "run --mode" | "serve --mode") return 0 ;;
     "config set --add" | "config set --remove") return 0 ;;
     "doctor --extension" | "doctor --since" | "doctor -n" | "sandbox exec --extension") return 0 ;;
-    "bench --extensions" | "bench --calls" | "bench --inflight" | "bench --durability" | "bench --runtime") return 0 ;;
+    "bench --extensions" | "bench --calls" | "bench --inflight" | "bench --warmup" | "bench --durability" | "bench --runtime") return 0 ;;
   esac
   return 1
 }

@@ -35,8 +35,11 @@ def bench(*args):
     return p.returncode, p.stdout, p.stderr
 
 
-def check_report(out, calls):
+def check_report(out, calls, warmup=None):
+    """The report of a run of `calls` measured calls after `warmup` warm-up calls (default: as
+    many as the calls, at most 20000)."""
     r = json.loads(out)
+    warmup = min(calls, 20000) if warmup is None else warmup
     for key in ("calls", "calls_per_s", "checks", "checks_per_s", "audit_entries", "audit_lines_per_s",
                 "audit_bytes_per_s", "rss_bytes"):
         assert isinstance(r.get(key), (int, float)) and r[key] > 0, f"{key}: {r.get(key)!r}"
@@ -49,6 +52,9 @@ def check_report(out, calls):
         assert r["ratios"][key] > 0, f"ratios.{key}: {r['ratios']}"
     assert r["audit_verified"] is True, r
     assert r["calls"] == calls and r["checks"] == calls and r["audit_entries"] == calls, r
+    # The warm-up calls are real calls: each checked and audited, none counted in the figures.
+    assert r["warmup_calls"] == warmup and r["warmup_audit_entries"] == warmup, r
+    assert r["calls_failed"] == 0 and r["warmup_calls_failed"] == 0, r
     return r
 
 
@@ -72,7 +78,22 @@ def test_bench_table_says_the_audit_verified():
     for word in ("calls/s", "latency p50", "latency p99", "checks/s", "audit lines/s", "audit bytes/s",
                  "peak RSS", "CPU"):
         assert word in out, f"{word!r} missing from:\n{out}"
-    assert "audit: verified: 500 entries for 500 checks" in out, out
+    assert "audit: verified: 500 entries for 500 checks, one each, and 500 for the warm-up calls; " \
+           "the hash chain holds (1000 lines in all)" in out, out
+    assert "(500 warm-up calls first on each side, not measured)" in out, out
+
+
+def test_bench_warmup_calls_are_audited_but_not_measured():
+    code, out, err = bench("--calls", "200", "--warmup", "300", "--extensions", "2", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    check_report(out, 200, warmup=300)
+    code, out, err = bench("--calls", "150", "--warmup", "0", "--extensions", "1", "--json")
+    assert code == 0, f"exit {code}: {err}{out}"
+    check_report(out, 150, warmup=0)
+    code, out, err = bench("--calls", "100", "--warmup", "0", "--extensions", "1")
+    assert code == 0, f"exit {code}: {err}{out}"
+    assert "warm-up" not in out, out
+    assert "audit: verified: 100 entries for 100 checks, one each; the hash chain holds (100 lines in all)" in out, out
 
 
 def test_bench_python_runtime_completes_and_verifies_its_audit():
@@ -103,7 +124,7 @@ def test_bench_leaves_the_users_home_alone():
 
 def test_bad_arguments_exit_2_with_one_sentence():
     for args in (["--calls", "0"], ["--inflight", "0"], ["--extensions", "-1"], ["--durability", "sometimes"],
-                 ["--runtime", "ruby"], ["--calls", "many"]):
+                 ["--runtime", "ruby"], ["--calls", "many"], ["--warmup", "-2"], ["--warmup", "some"]):
         code, out, err = bench(*args)
         assert code == 2, f"{args}: exit {code}: {err}{out}"
         assert err.strip() and out == "", f"{args}: {err!r} {out!r}"
