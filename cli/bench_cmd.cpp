@@ -57,7 +57,8 @@ struct bench_options {
   long long extensions = 4;
   long long calls = 20000;
   long long inflight = 16;
-  long long warmup = -1;  ///< calls run first and not measured; -1: min(calls, default_warmup)
+  long long warmup = 0;  ///< calls run first and not measured (when given)
+  bool warmup_given = false;  ///< else min(calls, default_warmup)
   std::string durability = "write";
   std::string runtime = "native";
   bool json = false;
@@ -578,7 +579,8 @@ int run_bench(const global_options& g, const bench_options& o) {
   if (o.extensions < 1 || o.extensions > 1000) return usage_error("--extensions must be between 1 and 1000.");
   if (o.calls < 1 || o.calls > 100000000) return usage_error("--calls must be between 1 and 100000000.");
   if (o.inflight < 1 || o.inflight > 65536) return usage_error("--inflight must be between 1 and 65536.");
-  if (o.warmup < -1 || o.warmup > 100000000) return usage_error("--warmup must be between 0 and 100000000.");
+  if (o.warmup_given && (o.warmup < 0 || o.warmup > 100000000))
+    return usage_error("--warmup must be between 0 and 100000000.");
   if (o.durability != "none" && o.durability != "write" && o.durability != "fsync")
     return usage_error("--durability '" + o.durability + "' is not one of none, write, fsync.");
   const char* folder_name = o.runtime == "native" ? "echo-native" : o.runtime == "python" ? "echo-py"
@@ -607,7 +609,7 @@ int run_bench(const global_options& g, const bench_options& o) {
   auto p = std::make_shared<run_params>();
   p->calls = static_cast<std::size_t>(o.calls);
   p->inflight = static_cast<std::size_t>(o.inflight);
-  p->warmup = o.warmup >= 0 ? static_cast<std::size_t>(o.warmup) : std::min<std::size_t>(p->calls, default_warmup);
+  p->warmup = o.warmup_given ? static_cast<std::size_t>(o.warmup) : std::min<std::size_t>(p->calls, default_warmup);
   p->cwd = h.project.string();
   p->session_id = "bench-" + std::to_string(::getpid());
   p->input = {{"text", "hello from dhara bench"}, {"path", h.target.string()}};
@@ -756,10 +758,9 @@ int run_bench(const global_options& g, const bench_options& o) {
                   audit.all_lines);
     else
       std::printf("audit: NOT verified: %s\n", audit.why.c_str());
-    if (r.failed) std::printf("calls: %zu of %zu failed; the first: %s\n", r.failed, p->calls, r.first_error.c_str());
-    if (r.warmup_failed)
-      std::printf("warm-up calls: %zu of %zu failed; the first failure: %s\n", r.warmup_failed, p->warmup,
-                  r.first_error.c_str());
+    if (!all_ok)
+      std::printf("calls: %zu of %zu failed, and %zu of %zu warm-up calls; the first failure: %s\n", r.failed, p->calls,
+                  r.warmup_failed, p->warmup, r.first_error.c_str());
   }
   if (!audit.verified || !all_ok) {
     if (o.json) {
@@ -781,7 +782,7 @@ void add_bench_command(CLI::App& app, command_context& ctx) {
   bench->add_option("--extensions", o->extensions, "Copies of the bench echo extension to start (default 4)");
   bench->add_option("--calls", o->calls, "Tool calls to run (default 20000)");
   bench->add_option("--inflight", o->inflight, "Calls in flight at once (default 16)");
-  bench->add_option("--warmup", o->warmup,
+  auto* warmup = bench->add_option("--warmup", o->warmup,
                     "Calls run first on each side and not measured, so that caches and a JIT runtime are warm "
                     "(default: as many as --calls, at most 20000; 0 for a cold start)");
   bench->add_option("--durability", o->durability, "Audit durability: none, write or fsync (default write)");
@@ -790,7 +791,10 @@ void add_bench_command(CLI::App& app, command_context& ctx) {
   bench->footer("Runs in a fresh temporary DHARA_HOME and HOME (yours are never touched), verifies the audit "
                 "trail and exits 1 if it does not hold.\nExamples:\n  dhara bench\n  dhara bench --durability fsync "
                 "--calls 100000 --inflight 64 --json");
-  bench->callback([&ctx, o] { ctx.action = [&ctx, o] { return run_bench(ctx.g, *o); }; });
+  bench->callback([&ctx, o, warmup] {
+    o->warmup_given = warmup->count() > 0;
+    ctx.action = [&ctx, o] { return run_bench(ctx.g, *o); };
+  });
 }
 
 }  // namespace dhara::cli

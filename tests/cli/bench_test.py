@@ -124,7 +124,7 @@ def test_bench_leaves_the_users_home_alone():
 
 def test_bad_arguments_exit_2_with_one_sentence():
     for args in (["--calls", "0"], ["--inflight", "0"], ["--extensions", "-1"], ["--durability", "sometimes"],
-                 ["--runtime", "ruby"], ["--calls", "many"], ["--warmup", "-2"], ["--warmup", "some"]):
+                 ["--runtime", "ruby"], ["--calls", "many"], ["--warmup", "-1"], ["--warmup", "-2"], ["--warmup", "some"]):
         code, out, err = bench(*args)
         assert code == 2, f"{args}: exit {code}: {err}{out}"
         assert err.strip() and out == "", f"{args}: {err!r} {out!r}"
