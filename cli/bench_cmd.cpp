@@ -26,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -518,8 +519,13 @@ audit_report check_audit(const std::string& dir, std::size_t checks, std::size_t
   for (const std::string& file : v->files) {
     std::ifstream in(file, std::ios::binary);
     for (std::string line; std::getline(in, line);) {
-      if (line.find(R"("toolCallId":"warmup-)") != std::string::npos) ++a.warmup_entries;
-      if (line.find(R"("toolCallId":"bench-)") == std::string::npos) continue;
+      // One search for the key, then the id's prefix: bench-N for measured calls, warmup-N.
+      constexpr std::string_view key = R"("toolCallId":")";
+      const std::size_t at = line.find(key);
+      if (at == std::string::npos) continue;
+      const std::string_view id = std::string_view(line).substr(at + key.size());
+      if (id.starts_with("warmup-")) ++a.warmup_entries;
+      if (!id.starts_with("bench-")) continue;
       ++a.entries;
       a.bytes += line;
       a.bytes.push_back('\n');
