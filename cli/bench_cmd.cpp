@@ -741,6 +741,11 @@ int run_bench(const global_options& g, const bench_options& o) {
     std::printf("  (extensions started in %.2f s; every call goes gate -> audit -> extension)\n", start_seconds);
     if (p->warmup > 0)
       std::printf("  (%zu warm-up call%s first on each side, not measured)\n", p->warmup, p->warmup == 1 ? "" : "s");
+    // A cross-core wake-up costs far more than a pipe round trip on one core, and each side's
+    // placement is the kernel's choice (docs/performance.md, "three regimes").
+    if (p->inflight == 1)
+      std::printf("  (one call in flight: the latencies depend on whether the kernel keeps each side's two ends\n"
+                  "   on one core; run under `taskset -c 0` to compare both sides on one core)\n");
     std::printf("\n");
     std::printf("  %-22s %14s %16s %10s\n", "", "dhara", "baseline", "ratio");
     std::printf("  %-22s %14s %16s %9.2fx  (raw pipes to the same echo, same load)\n", "calls/s",

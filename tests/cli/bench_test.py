@@ -81,6 +81,8 @@ def test_bench_table_says_the_audit_verified():
     assert "audit: verified: 500 entries for 500 checks, one each, and 500 for the warm-up calls; " \
            "the hash chain holds (1000 lines in all)" in out, out
     assert "(500 warm-up calls first on each side, not measured)" in out, out
+    assert "(one call in flight: the latencies depend on whether the kernel keeps each side's two ends\n" \
+           "   on one core; run under `taskset -c 0` to compare both sides on one core)" in out, out
 
 
 def test_bench_warmup_calls_are_audited_but_not_measured():
@@ -93,6 +95,7 @@ def test_bench_warmup_calls_are_audited_but_not_measured():
     code, out, err = bench("--calls", "100", "--warmup", "0", "--extensions", "1")
     assert code == 0, f"exit {code}: {err}{out}"
     assert "warm-up" not in out, out
+    assert "one call in flight" not in out, out  # 16 in flight by default
     assert "audit: verified: 100 entries for 100 checks, one each; the hash chain holds (100 lines in all)" in out, out
 
 
