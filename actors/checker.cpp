@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/ticketed_promise.hpp"
 #include "io/files.hpp"
 #include "io/path_resolver.hpp"
 
@@ -26,12 +27,12 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why);
 // so a caller never waits forever on a checker that is gone (CAF 0.17 answers nothing for a
 // promise that is dropped). Move-only: a copy would answer twice.
 struct waiting_reply {
-  caf::typed_response_promise<check_outcome> rp;
+  ticketed_promise<check_outcome> rp;
   check_outcome outcome;
   std::string_view first_capability;  // named when the audit fails: the denial says what was
                                       // refused (a catalog name: static storage)
 
-  waiting_reply(caf::typed_response_promise<check_outcome> p, check_outcome o, std::string_view first)
+  waiting_reply(ticketed_promise<check_outcome> p, check_outcome o, std::string_view first)
       : rp(std::move(p)), outcome(std::move(o)), first_capability(first) {}
   waiting_reply(waiting_reply&&) = default;
   waiting_reply& operator=(waiting_reply&&) = default;
@@ -109,11 +110,11 @@ struct pending_batch {
   policy::audit_lines lines;          // of the checks decided so far, while a human is asked
   std::string_view first_capability;  // of the first of them, named if the audit fails
   check_outcome outcome{true, "", "", policy::decider::rule, {}};
-  caf::typed_response_promise<check_outcome> rp;
+  ticketed_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)
 
-  pending_batch(check_batch b, caf::typed_response_promise<check_outcome> p) : batch(std::move(b)), rp(std::move(p)) {}
+  pending_batch(check_batch b, ticketed_promise<check_outcome> p) : batch(std::move(b)), rp(std::move(p)) {}
   pending_batch(pending_batch&&) = default;
   pending_batch& operator=(pending_batch&&) = delete;
   pending_batch(const pending_batch&) = delete;
@@ -288,7 +289,8 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
     return {
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
           auto rp = self->make_response_promise<check_outcome>();
-          check(self, pending_batch{std::move(batch), rp});
+          const std::uint64_t ticket = batch.ticket;
+          check(self, pending_batch{std::move(batch), {rp, ticket}});
           return rp;
         },
         [=](flush_atom) { send_lines(self); },

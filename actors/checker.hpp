@@ -28,6 +28,7 @@ struct check_batch {
   std::string tool_call_id;
   std::string session;
   std::vector<policy::gate_check> checks;
+  std::uint64_t ticket = 0;  ///< the caller's, echoed in the check_outcome (actors/ticketed_promise.hpp)
 };
 
 /// The verdict on a batch: allowed, or the first denial with its capability and reason.
@@ -37,12 +38,14 @@ struct check_outcome {
   std::string reason;
   policy::decider decided_by = policy::decider::failure;
   std::string allowed_root;  ///< for an allowed path check: the resolved allowed entry it lies under
+  std::uint64_t ticket = 0;  ///< the batch's ticket, when it was sent with one
 };
 
 /// The checker's interface.
 using checker_actor = caf::typed_actor<
     /// session / supervisor → checker: decide and audit every check; replies allowed or the
-    /// first denial (decided_by failure when the audit could not be written).
+    /// first denial (decided_by failure when the audit could not be written). Sent with
+    /// `send` and a ticket, the answer comes back as an ordinary message with the ticket.
     caf::replies_to<check_atom, check_batch>::with<check_outcome>,
     /// permissions store → checker: use this snapshot from the next check on.
     caf::reacts_to<snapshot_atom, policy::snapshot_ptr>,

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/scheduler.hpp"
+#include "actors/ticketed_promise.hpp"
 #include "io/jsonrpc.hpp"
 
 namespace dhara::actors {
@@ -46,7 +47,7 @@ json signal_name(int sig) {
 using deadline_map = std::multimap<std::int64_t, std::int64_t>;
 
 struct inflight {
-  caf::typed_response_promise<call_result> rp;
+  ticketed_promise<call_result> rp;
   std::string tool_call_id;
   caf::actor progress_to;
   deadline_map::iterator deadline;
@@ -57,7 +58,7 @@ constexpr std::int64_t sweep_id = -1;
 
 struct queued_call {
   tool_call call;
-  caf::typed_response_promise<call_result> rp;
+  ticketed_promise<call_result> rp;
 };
 
 struct supervisor_state {
@@ -174,7 +175,7 @@ void arm_sweep(self_ptr self) {
                      st.gen, sweep_id);
 }
 
-void send_call(self_ptr self, tool_call call, caf::typed_response_promise<call_result> rp) {
+void send_call(self_ptr self, tool_call call, ticketed_promise<call_result> rp) {
   auto& st = self->state;
   std::int64_t id = ++st.next_id;
   write_line(self, io::encode_execute_request(id, call.tool_call_id, call.tool, call.input, call.cwd, call.session_id));
@@ -381,7 +382,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
     return {
         [=](execute_atom, tool_call& call) -> caf::typed_response_promise<call_result> {
           auto& s = self->state;
-          auto rp = self->make_response_promise<call_result>();
+          ticketed_promise<call_result> rp{self->make_response_promise<call_result>(), call.ticket};
           if (s.stopping) {
             rp.deliver(call_error(io::rpc_error::cancelled, "cancelled: extension '" + s.cfg.name + "' is shutting down"));
           } else if (s.info.state == extension_state::failed) {
@@ -394,7 +395,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             // Starting, or being stopped by the kill chain: sent once the next process is ready.
             s.waiting.push_back({std::move(call), rp});
           }
-          return rp;
+          return rp.rp;
         },
         [=](cancel_atom, const std::string& tool_call_id) {
           auto& s = self->state;

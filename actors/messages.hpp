@@ -37,6 +37,7 @@ struct tool_call {
   std::string session_id;
   std::uint64_t timeout_ms = 0;     ///< 0 = the extension's callTimeoutMs
   caf::actor progress_to;           ///< receives (progress_atom, toolCallId, update); may be null
+  std::uint64_t ticket = 0;         ///< the caller's, echoed in the call_result (actors/ticketed_promise.hpp)
 };
 
 /// What a tool call produced: the extension's result object, or a JSON-RPC error.
@@ -46,6 +47,7 @@ struct call_result {
   int code = 0;                     ///< when !ok: -32001 … -32004, -32601, -32602
   std::string message;
   nlohmann::json data;              ///< e.g. {exitCode, signal, stderrTail} for -32003
+  std::uint64_t ticket = 0;         ///< the tool_call's ticket, when it was sent with one
 };
 
 /// A failed call: a JSON-RPC error code, its sentence, and optional data.

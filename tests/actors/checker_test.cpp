@@ -159,3 +159,32 @@ TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials 
   CHECK(audited == expected);
   CHECK(v->lines == expected.size());
 }
+
+TEST_CASE("a check sent with a ticket is answered with it even when its audit fails", "[runtime][audit]") {
+  testing::temp_home home;
+  writer_rig rig(home);
+  caf::scoped_actor& self = rig.self;
+  auto checker = actors::spawn_checker(rig.sys, testing::policy_fixture{}.compile(), rig.writer, {});
+  auto send = [&](const std::string& url, std::uint64_t ticket) {
+    actors::check_batch b = fetch(url, "c-" + std::to_string(ticket));
+    b.ticket = ticket;
+    self->send(checker, actors::check_atom::value, std::move(b));  // the answer comes as an ordinary message
+    actors::check_outcome o;
+    self->receive([&](actors::check_outcome& x) { o = std::move(x); }, caf::after(10s) >> [] { FAIL("no answer"); });
+    return o;
+  };
+  auto allowed = send("https://api.example.com/v1", 41);
+  CHECK(allowed.allowed);
+  CHECK(allowed.ticket == 41);
+  auto denied = send("https://evil.test/", 42);
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.ticket == 42);
+  // With the writer gone, the decision cannot be audited: a denial, still with its ticket.
+  caf::anon_send_exit(rig.writer, caf::exit_reason::user_shutdown);
+  self->wait_for(rig.writer);
+  auto unaudited = send("https://api.example.com/v2", 43);
+  CHECK_FALSE(unaudited.allowed);
+  CHECK(unaudited.decided_by == policy::decider::failure);
+  CHECK(unaudited.ticket == 43);
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+}

@@ -464,3 +464,31 @@ TEST_CASE_METHOD(runtime_fixture, "a directory watch reports renames and finishe
   CHECK(wait_for(""));
   ::close(log);
 }
+
+TEST_CASE_METHOD(runtime_fixture, "a call sent with a ticket is answered with it even when cancelled", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  actors::tool_call slow;
+  slow.tool_call_id = "slow";
+  slow.tool = "sleep";
+  slow.input = {{"ms", 5000}};
+  slow.ticket = 8;
+  actors::tool_call quick;
+  quick.tool_call_id = "quick";
+  quick.tool = "echo";
+  quick.input = {{"text", "hi"}};
+  quick.ticket = 7;
+  self->send(sup, actors::execute_atom::value, slow);  // answers come as ordinary messages
+  self->send(sup, actors::execute_atom::value, quick);
+  actors::call_result first;
+  self->receive([&](actors::call_result& r) { first = std::move(r); }, caf::after(10s) >> [] { FAIL("no answer"); });
+  CHECK(first.ok);
+  CHECK(first.ticket == 7);
+  CHECK(text_of(first) == "hi");
+  self->send(sup, actors::cancel_atom::value, std::string("slow"));
+  actors::call_result second;
+  self->receive([&](actors::call_result& r) { second = std::move(r); }, caf::after(10s) >> [] { FAIL("no answer"); });
+  CHECK(second.code == io::rpc_error::cancelled);
+  CHECK(second.ticket == 8);
+  stop(sup);
+}
