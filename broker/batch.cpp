@@ -66,6 +66,7 @@ struct driver_state {
   std::chrono::steady_clock::time_point last_progress{};
   bool progress_shown = false;
   caf::typed_response_promise<batch_summary> done;
+  call_replies replies;  // the answers the calls wait for
   static inline const char* name = "batch_driver";
 };
 
@@ -98,7 +99,8 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
                         const batch_options& options, std::FILE* out) {
   auto started = std::chrono::steady_clock::now();
   using driver_actor =
-      caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>, caf::reacts_to<interrupt_atom>>;
+      caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>, caf::reacts_to<interrupt_atom>,
+                       caf::reacts_to<actors::check_outcome>, caf::reacts_to<actors::call_result>>;
   // Each result is written as soon as its call finishes, by a thread of its own: a reader that
   // stops reading holds no actor (nor the io thread, which may run the driver). Declared
   // before the driver, so every line is written before run_batch returns.
@@ -172,6 +174,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
         self->quit();
       }
     };
+    self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
     return {
         [self, dispatch](run_atom) -> caf::typed_response_promise<batch_summary> {
           self->state.done = self->make_response_promise<batch_summary>();
@@ -182,6 +185,8 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           quit();
           (*dispatch)();
         },
+        [self](actors::check_outcome& o) { self->state.replies.answered(o); },
+        [self](actors::call_result& r) { self->state.replies.answered(r); },
     };
   }, std::move(calls));
 

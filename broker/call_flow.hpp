@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/approval.hpp"
+#include "broker/call_replies.hpp"
 #include "broker/extension_host.hpp"
 #include "broker/hitl_mode.hpp"
 #include "io/files.hpp"
@@ -103,6 +104,18 @@ void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> s
           });
 }
 
+template <class Self>
+call_outcome supervisor_gone(Self* self, const caf::error& why) {
+  return {actors::call_error(io::rpc_error::crashed, "the extension's supervisor is gone: " + self->system().render(why)),
+          false, false};
+}
+
+template <class Self>
+call_outcome checker_failed(Self* self, const caf::error& why) {
+  return {actors::call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(why)), false,
+          false};
+}
+
 inline call_outcome cancelled_before_start() {
   return {actors::call_error(io::rpc_error::cancelled, "cancelled before it reached the extension"), false, false};
 }
@@ -112,19 +125,16 @@ void execute(Self* self, const extension_host& host, std::shared_ptr<call_spec> 
              actors::hitl_actor approver, Done done) {
   if (*spec->cancelled) return done(cancelled_before_start());
   auto sup = host.supervisor(spec->tool.extension);
+  if (!sup) return done(supervisor_gone(self, caf::make_error(caf::sec::invalid_argument)));
   // Review mode still shows the input after the call; otherwise it moves to the extension.
   actors::tool_call call = mode == hitl_mode::review ? spec->call : std::move(spec->call);
-  self->request(sup, caf::infinite, actors::execute_atom::value, std::move(call))
-      .then(
-          [self, &host, spec, mode, approver, done](actors::call_result& r) mutable {
-            if (mode == hitl_mode::review) return review(self, host, spec, approver, std::move(r), done);
-            done(call_outcome{std::move(r), false, false});
-          },
-          [self, done](caf::error& e) mutable {
-            done(call_outcome{actors::call_error(io::rpc_error::crashed,
-                                                 "the extension's supervisor is gone: " + self->system().render(e)),
-                              false, false});
-          });
+  call.ticket = self->state.replies.expect_result(
+      self, sup, [self, &host, spec, mode, approver, done](actors::call_result* r, const caf::error& lost) mutable {
+        if (!r) return done(supervisor_gone(self, lost));
+        if (mode == hitl_mode::review) return review(self, host, spec, approver, std::move(*r), done);
+        done(call_outcome{std::move(*r), false, false});
+      });
+  self->send(sup, actors::execute_atom::value, std::move(call));
 }
 
 template <class Self, class Done>
@@ -163,27 +173,28 @@ void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<ca
 
 /// Runs one call; `done(call_outcome)` is called exactly once, in `self`'s context. `host`
 /// must outlive the call. `approver` answers approve and review questions (unused in auto).
+/// Self's state holds a `call_replies replies` that its behavior feeds (call_replies.hpp).
 template <class Self, class Done>
 void run_tool_call(Self* self, const extension_host& host, call_spec spec, hitl_mode mode,
                    actors::hitl_actor approver, Done done) {
   auto shared = std::make_shared<call_spec>(std::move(spec));
   actors::check_batch gate{shared->tool.extension, shared->tool.name, shared->call.tool_call_id, shared->call.session_id,
                            policy::tool_call_checks(shared->tool.required, shared->call.input)};
+  auto checker = host.checker(shared->tool.extension);
+  if (!checker) return done(detail::checker_failed(self, caf::make_error(caf::sec::invalid_argument)));
   // Every call is checked and audited before anyone is asked or it reaches the extension.
-  self->request(host.checker(shared->tool.extension), caf::infinite, actors::check_atom::value, std::move(gate))
-      .then(
-          [self, &host, shared, mode, approver, done](actors::check_outcome& verdict) mutable {
-            if (!verdict.allowed)
-              return done(call_outcome{actors::call_error(io::rpc_error::denied, verdict.reason,
-                                                          {{"capability", verdict.capability}, {"reason", verdict.reason}}),
-                                       false, false});
-            if (mode == hitl_mode::approve) return detail::ask_then_execute(self, host, shared, approver, done);
-            detail::execute(self, host, shared, mode, approver, done);
-          },
-          [self, done](caf::error& e) mutable {
-            done(call_outcome{actors::call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e)),
-                              false, false});
-          });
+  gate.ticket = self->state.replies.expect_check(
+      self, checker,
+      [self, &host, shared, mode, approver, done](actors::check_outcome* verdict, const caf::error& lost) mutable {
+        if (!verdict) return done(detail::checker_failed(self, lost));
+        if (!verdict->allowed)
+          return done(call_outcome{actors::call_error(io::rpc_error::denied, verdict->reason,
+                                                      {{"capability", verdict->capability}, {"reason", verdict->reason}}),
+                                   false, false});
+        if (mode == hitl_mode::approve) return detail::ask_then_execute(self, host, shared, approver, done);
+        detail::execute(self, host, shared, mode, approver, done);
+      });
+  self->send(checker, actors::check_atom::value, std::move(gate));
 }
 
 }  // namespace dhara::broker

@@ -65,6 +65,7 @@ struct server_state {
   bool quitting = false;
   bool draining = false;           // shutdown or EOF: no new calls, the session ends when the last one is answered
   std::optional<json> shutdown_id; // the shutdown request answered then
+  call_replies replies;            // the answers the calls wait for
   static inline const char* name = "serve";
 };
 
@@ -340,8 +341,11 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
   self->state.out = out;
   self->state.cfg = std::move(cfg);
   self->state.end = std::move(end);
+  self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
   return {
       [self](rpc_atom, io::rpc_message& message) { handle(self, message); },
+      [self](actors::check_outcome& o) { self->state.replies.answered(o); },
+      [self](actors::call_result& r) { self->state.replies.answered(r); },
       // A human decision is needed: the client is asked, the asker waits for its answer.
       [self](actors::question_atom, actors::hitl_question& q) -> caf::typed_response_promise<actors::hitl_answer> {
         auto& st = self->state;

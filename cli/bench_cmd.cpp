@@ -201,6 +201,7 @@ struct driver_state {
   double cpu0 = 0;
   run_result r;
   clk::time_point started;
+  broker::call_replies replies;  ///< the answers its calls wait for
   static inline const char* name = "bench_driver";
 };
 
@@ -274,11 +275,16 @@ caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker
       self->quit();
     }
   };
-  return {[self, fire, p, start_measuring](start_atom) {
-    if (p->warmup > 0) self->state.warming = true;
-    else start_measuring();
-    (*fire)();
-  }};
+  self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
+  return {
+      [self, fire, p, start_measuring](start_atom) {
+        if (p->warmup > 0) self->state.warming = true;
+        else start_measuring();
+        (*fire)();
+      },
+      [self](actors::check_outcome& o) { self->state.replies.answered(o); },
+      [self](actors::call_result& r) { self->state.replies.answered(r); },
+  };
 }
 
 // ---- baselines ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "actors/scheduler.hpp"
 #include "broker/batch.hpp"
 #include "broker/extension_host.hpp"
+#include "io/jsonrpc.hpp"
 #include "support/extension_fixture.hpp"
 
 using namespace dhara;
@@ -177,6 +178,75 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
   std::fclose(again);
   CHECK(next.ok == 1);
   CHECK(next.exit_code == 0);
+  host.shutdown();
+}
+
+// The lines a batch wrote to `out`, by their id.
+std::map<std::string, json> lines_by_id(std::FILE* out) {
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, out)) text.append(buf, n);
+  std::map<std::string, json> by_id;
+  for (const json& line : json_lines(text)) by_id[line["id"].dump()] = line;
+  return by_id;
+}
+
+TEST_CASE_METHOD(host_fixture, "a batch whose checker or supervisor goes down ends and each call says why", "[runtime][host]") {
+  home.add_extension("echo-py");
+  auto loaded = broker::load_policy(locations_of(home), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  const broker::batch_options options{.concurrency = 2, .session_id = "s", .cwd = home.project().string()};
+  {
+    // Killed while its calls sleep (or before they reach it): nothing answers them, and the
+    // batch must not wait forever.
+    auto sup = host.supervisor("echo-py");
+    std::thread killer;
+    broker::batch_options o = options;
+    o.on_start = [&](std::function<void()>) {
+      killer = std::thread([sup] {
+        std::this_thread::sleep_for(300ms);
+        caf::anon_send_exit(sup, caf::exit_reason::kill);
+      });
+    };
+    std::FILE* out = std::tmpfile();
+    auto sum = broker::run_batch(sys, host,
+                                 broker::parse_batch("{\"tool\": \"sleep\", \"input\": {\"ms\": 5000}}\n"
+                                                     "{\"tool\": \"sleep\", \"input\": {\"ms\": 5000}}\n"),
+                                 o, out);
+    killer.join();
+    auto by_id = lines_by_id(out);
+    std::fclose(out);
+    REQUIRE(by_id.size() == 2);
+    for (const auto& [id, line] : by_id) {
+      CAPTURE(line.dump());
+      CHECK(line["error"]["code"] == io::rpc_error::crashed);
+      CHECK(line["error"]["message"].get<std::string>().rfind("the extension's supervisor is gone: ", 0) == 0);
+    }
+    CHECK(sum.error == 2);
+    CHECK(sum.exit_code == 4);
+  }
+  {
+    // The checker gone: the call is denied at the gate, with the reason.
+    auto checker = host.checker("echo-py");
+    caf::anon_send_exit(checker, caf::exit_reason::kill);
+    caf::scoped_actor self{sys};
+    self->wait_for(checker);
+    std::FILE* out = std::tmpfile();
+    auto sum = broker::run_batch(sys, host, broker::parse_batch("{\"tool\": \"echo\", \"input\": {\"text\": \"x\"}}\n"),
+                                 options, out);
+    auto by_id = lines_by_id(out);
+    std::fclose(out);
+    REQUIRE(by_id.size() == 1);
+    const json& line = by_id.begin()->second;
+    CAPTURE(line.dump());
+    CHECK(line["status"] == "denied");
+    CHECK(line["error"]["message"].get<std::string>().rfind("the capability checker failed: ", 0) == 0);
+    CHECK(sum.denied == 1);
+    CHECK(sum.exit_code == 3);
+  }
   host.shutdown();
 }
 

@@ -1,0 +1,84 @@
+// The answers a session's caller waits for from the checker and the supervisors, matched by
+// ticket in a hash map. The caller sends the check and the execute with `send` and a ticket
+// (actors/ticketed_promise.hpp), not `request`: CAF 0.17 searches an actor's pending
+// `request(…).then(…)` continuations linearly on every answer, and one caller runs every call
+// of a batch (`-j` up to 1024), of serve and of `dhara bench`.
+//
+// A message to an actor that is gone is dropped, not answered, so the table watches (monitors)
+// every actor it waits on: when one goes down, each call waiting on it is told, with the reason.
+// The caller's state holds one `call_replies replies;`, and its behavior passes it the answers
+// (`check_outcome`, `call_result`) and its down messages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <caf/actor_addr.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/checker.hpp"
+#include "actors/messages.hpp"
+
+namespace dhara::broker {
+
+class call_replies {
+ public:
+  /// What runs when the answer comes: with it, or with none and why it will not come.
+  template <class T>
+  using handler = std::function<void(T* answer, const caf::error& lost)>;
+
+  /// Registers `k` for the answer `to` sends, watching `to` from now on; returns the ticket
+  /// to send with the message. `to` must be a valid handle (nothing would ever answer).
+  template <class Self, class Handle>
+  std::uint64_t expect_check(Self* self, const Handle& to, handler<actors::check_outcome> k) {
+    return add(checks_, watch(self, to), std::move(k));
+  }
+  template <class Self, class Handle>
+  std::uint64_t expect_result(Self* self, const Handle& to, handler<actors::call_result> k) {
+    return add(results_, watch(self, to), std::move(k));
+  }
+
+  /// An answer came: runs its handler (an unknown ticket is ignored).
+  void answered(actors::check_outcome& o);
+  void answered(actors::call_result& r);
+
+  /// An actor went down: every call still waiting on it is told, with the reason.
+  void down(const caf::down_msg& m);
+
+  /// Answers still awaited.
+  std::size_t waiting() const { return checks_.size() + results_.size(); }
+
+ private:
+  template <class T>
+  struct waiter {
+    caf::actor_addr from;
+    handler<T> k;
+  };
+  template <class T>
+  using table = std::unordered_map<std::uint64_t, waiter<T>>;
+
+  template <class Self, class Handle>
+  caf::actor_addr watch(Self* self, const Handle& to) {
+    auto addr = caf::actor_cast<caf::actor_addr>(to);
+    if (watched_.insert(addr).second) self->monitor(to);
+    return addr;
+  }
+
+  template <class T>
+  std::uint64_t add(table<T>& t, caf::actor_addr from, handler<T> k) {
+    const std::uint64_t ticket = ++last_ticket_;  // 0 is "no ticket"
+    t.emplace(ticket, waiter<T>{std::move(from), std::move(k)});
+    return ticket;
+  }
+
+  std::uint64_t last_ticket_ = 0;
+  table<actors::check_outcome> checks_;
+  table<actors::call_result> results_;
+  std::unordered_set<caf::actor_addr> watched_;
+};
+
+}  // namespace dhara::broker

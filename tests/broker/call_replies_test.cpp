@@ -1,0 +1,133 @@
+// The caller's table of awaited answers, with real actors on real threads: answers found by
+// ticket in any order, and every call waiting on an actor that goes down told so.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/checker.hpp"
+#include "actors/scheduler.hpp"
+#include "broker/call_replies.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+
+namespace {
+
+using go_atom = caf::atom_constant<caf::atom("go")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
+// A stand-in checker that holds every check and, told to release them, answers the held ones
+// last first (allowed when the tool is "ok"), each with its ticket.
+caf::behavior holding_checker(caf::event_based_actor* self) {
+  struct held {
+    caf::actor to;
+    actors::check_batch batch;
+  };
+  auto all = std::make_shared<std::vector<held>>();
+  return {
+      [=](actors::check_atom, actors::check_batch& b) {
+        all->push_back({caf::actor_cast<caf::actor>(self->current_sender()), std::move(b)});
+      },
+      [=](release_atom) {
+        for (auto it = all->rbegin(); it != all->rend(); ++it) {
+          actors::check_outcome o;
+          o.allowed = it->batch.tool == "ok";
+          o.reason = "for " + it->batch.tool_call_id;
+          o.ticket = it->batch.ticket;
+          self->send(it->to, std::move(o));
+        }
+        all->clear();
+      },
+  };
+}
+
+struct caller_state {
+  broker::call_replies replies;
+};
+
+// Sends one check per call id to `to` through its table, and tells `observer` how each ended:
+// "<id> allowed|denied: <reason>" or "<id> lost", then "<id> waiting <n>" after the handler.
+caf::behavior caller(caf::stateful_actor<caller_state>* self, caf::actor observer) {
+  self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
+  return {
+      [=](go_atom, caf::actor to, std::vector<std::string>& ids) {
+        for (const std::string& id : ids) {
+          actors::check_batch b;
+          b.tool_call_id = id;
+          b.tool = id.rfind("ok", 0) == 0 ? "ok" : "no";
+          b.ticket = self->state.replies.expect_check(
+              self, to, [=](actors::check_outcome* o, const caf::error& lost) {
+                std::string what = !o ? id + " lost: " + self->system().render(lost)
+                                      : id + (o->allowed ? " allowed: " : " denied: ") + o->reason;
+                self->send(observer, what);
+              });
+          self->send(to, actors::check_atom::value, std::move(b));
+        }
+        self->send(observer, std::string("sent, waiting ") + std::to_string(self->state.replies.waiting()));
+      },
+      [=](actors::check_outcome& o) { self->state.replies.answered(o); },
+  };
+}
+
+std::vector<std::string> receive_lines(caf::scoped_actor& self, std::size_t n) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < n; ++i)
+    self->receive([&](std::string& s) { lines.push_back(std::move(s)); },
+                  caf::after(10s) >> [&] { FAIL("only " << lines.size() << " of " << n << " answers came"); });
+  return lines;
+}
+
+struct rig {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(rig, "answers find their calls by ticket in any order", "[runtime][calls]") {
+  auto checker = sys.spawn(holding_checker);
+  auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1", "no-2", "ok-3"});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 3"});
+  self->send(checker, release_atom::value);
+  // Released last first: each answer reached the handler of its own call.
+  CHECK(receive_lines(self, 3) ==
+        std::vector<std::string>{"ok-3 allowed: for ok-3", "no-2 denied: for no-2", "ok-1 allowed: for ok-1"});
+  // An answer nobody waits for (its ticket was used) changes nothing.
+  actors::check_outcome stale;
+  stale.ticket = 1;
+  self->send(c, stale);
+  self->send(c, go_atom::value, checker, std::vector<std::string>{});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 0"});
+  for (auto a : {checker, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(rig, "every call waiting on an actor that goes down is told so", "[runtime][calls]") {
+  auto checker = sys.spawn(holding_checker);
+  auto other = sys.spawn(holding_checker);
+  auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1", "ok-2"});
+  self->send(c, go_atom::value, other, std::vector<std::string>{"ok-3"});
+  CHECK(receive_lines(self, 2) == std::vector<std::string>{"sent, waiting 2", "sent, waiting 3"});
+  // Held checks die with the checker, unanswered: both calls on it are told, with the reason.
+  caf::anon_send_exit(checker, caf::exit_reason::kill);
+  auto lost = receive_lines(self, 2);
+  std::sort(lost.begin(), lost.end());
+  const std::string why = sys.render(caf::make_error(caf::exit_reason::kill));
+  CHECK(lost == std::vector<std::string>{"ok-1 lost: " + why, "ok-2 lost: " + why});
+  // A call sent to it after it is gone is dropped by CAF: told as well, not left waiting.
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-4"});
+  auto after = receive_lines(self, 2);
+  std::sort(after.begin(), after.end());
+  CHECK(after == std::vector<std::string>{"ok-4 lost: " + why, "sent, waiting 2"});
+  // The call on the other actor still gets its answer.
+  self->send(other, release_atom::value);
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"ok-3 allowed: for ok-3"});
+  for (auto a : {other, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
