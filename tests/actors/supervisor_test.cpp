@@ -78,12 +78,17 @@ struct runtime_fixture {
     return out;
   }
 
-  actors::call_result call(const actors::supervisor_actor& s, std::string tool, json input = json::object(),
-                           std::string id = "c1", std::chrono::milliseconds wait = 15s) {
+  static actors::tool_call call_of(std::string id, std::string tool, json input) {
     actors::tool_call c;
     c.tool_call_id = std::move(id);
     c.tool = std::move(tool);
     c.input = std::move(input);
+    return c;
+  }
+
+  actors::call_result call(const actors::supervisor_actor& s, std::string tool, json input = json::object(),
+                           std::string id = "c1", std::chrono::milliseconds wait = 15s) {
+    actors::tool_call c = call_of(std::move(id), std::move(tool), std::move(input));
     c.cwd = home.project().string();
     c.session_id = "test";
     actors::call_result out;
@@ -211,11 +216,7 @@ TEST_CASE_METHOD(runtime_fixture, "a call made while the kill chain stops the ex
 TEST_CASE_METHOD(runtime_fixture, "cancel answers -32004 at once and a cooperative extension keeps running", "[runtime][supervisor]") {
   auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
   REQUIRE(status(sup).state == actors::extension_state::ready);
-  actors::tool_call c;
-  c.tool_call_id = "slow";
-  c.tool = "sleep";
-  c.input = {{"ms", 5000}};
-  auto pending = self->request(sup, 10s, actors::execute_atom::value, c);
+  auto pending = self->request(sup, 10s, actors::execute_atom::value, call_of("slow", "sleep", {{"ms", 5000}}));
   std::this_thread::sleep_for(100ms);
   self->send(sup, actors::cancel_atom::value, std::string("slow"));
   auto before = std::chrono::steady_clock::now();
@@ -468,15 +469,9 @@ TEST_CASE_METHOD(runtime_fixture, "a directory watch reports renames and finishe
 TEST_CASE_METHOD(runtime_fixture, "a call sent with a ticket is answered with it even when cancelled", "[runtime][supervisor]") {
   auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
   REQUIRE(status(sup).state == actors::extension_state::ready);
-  actors::tool_call slow;
-  slow.tool_call_id = "slow";
-  slow.tool = "sleep";
-  slow.input = {{"ms", 5000}};
+  actors::tool_call slow = call_of("slow", "sleep", {{"ms", 5000}});
   slow.ticket = 8;
-  actors::tool_call quick;
-  quick.tool_call_id = "quick";
-  quick.tool = "echo";
-  quick.input = {{"text", "hi"}};
+  actors::tool_call quick = call_of("quick", "echo", {{"text", "hi"}});
   quick.ticket = 7;
   self->send(sup, actors::execute_atom::value, slow);  // answers come as ordinary messages
   self->send(sup, actors::execute_atom::value, quick);
