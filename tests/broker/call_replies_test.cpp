@@ -22,8 +22,10 @@ using go_atom = caf::atom_constant<caf::atom("go")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 
 // A stand-in checker that holds every check and, told to release them, answers the held ones
-// last first (allowed when the tool is "ok"), each with its ticket.
-caf::behavior holding_checker(caf::event_based_actor* self) {
+// last first (allowed when the tool is `allowed_tool`), each with its ticket. (It takes an
+// argument: CAF 0.17 spawning a function actor without one dereferences a null pointer, which
+// UBSan reports.)
+caf::behavior holding_checker(caf::event_based_actor* self, std::string allowed_tool) {
   struct held {
     caf::actor to;
     actors::check_batch batch;
@@ -36,7 +38,7 @@ caf::behavior holding_checker(caf::event_based_actor* self) {
       [=](release_atom) {
         for (auto it = all->rbegin(); it != all->rend(); ++it) {
           actors::check_outcome o;
-          o.allowed = it->batch.tool == "ok";
+          o.allowed = it->batch.tool == allowed_tool;
           o.reason = "for " + it->batch.tool_call_id;
           o.ticket = it->batch.ticket;
           self->send(it->to, std::move(o));
@@ -91,7 +93,7 @@ struct rig {
 }  // namespace
 
 TEST_CASE_METHOD(rig, "answers find their calls by ticket in any order", "[runtime][calls]") {
-  auto checker = sys.spawn(holding_checker);
+  auto checker = sys.spawn(holding_checker, std::string("ok"));
   auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
   self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1", "no-2", "ok-3"});
   CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 3"});
@@ -109,8 +111,8 @@ TEST_CASE_METHOD(rig, "answers find their calls by ticket in any order", "[runti
 }
 
 TEST_CASE_METHOD(rig, "every call waiting on an actor that goes down is told so", "[runtime][calls]") {
-  auto checker = sys.spawn(holding_checker);
-  auto other = sys.spawn(holding_checker);
+  auto checker = sys.spawn(holding_checker, std::string("ok"));
+  auto other = sys.spawn(holding_checker, std::string("ok"));
   auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
   self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1", "ok-2"});
   self->send(c, go_atom::value, other, std::vector<std::string>{"ok-3"});
