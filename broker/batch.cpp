@@ -66,7 +66,7 @@ struct driver_state {
   std::chrono::steady_clock::time_point last_progress{};
   bool progress_shown = false;
   caf::typed_response_promise<batch_summary> done;
-  call_replies replies;  // the answers the calls wait for
+  actors::call_replies replies;  // the answers the calls wait for
   static inline const char* name = "batch_driver";
 };
 

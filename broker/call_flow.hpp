@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/approval.hpp"
-#include "broker/call_replies.hpp"
+#include "actors/call_replies.hpp"
 #include "broker/extension_host.hpp"
 #include "broker/hitl_mode.hpp"
 #include "io/files.hpp"

@@ -65,7 +65,7 @@ struct server_state {
   bool quitting = false;
   bool draining = false;           // shutdown or EOF: no new calls, the session ends when the last one is answered
   std::optional<json> shutdown_id; // the shutdown request answered then
-  call_replies replies;            // the answers the calls wait for
+  actors::call_replies replies;            // the answers the calls wait for
   static inline const char* name = "serve";
 };
 

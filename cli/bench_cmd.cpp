@@ -201,7 +201,7 @@ struct driver_state {
   double cpu0 = 0;
   run_result r;
   clk::time_point started;
-  broker::call_replies replies;  ///< the answers its calls wait for
+  actors::call_replies replies;  ///< the answers its calls wait for
   static inline const char* name = "bench_driver";
 };
 

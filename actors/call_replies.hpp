@@ -23,7 +23,7 @@
 #include "actors/checker.hpp"
 #include "actors/messages.hpp"
 
-namespace dhara::broker {
+namespace dhara::actors {
 
 class call_replies {
  public:
@@ -34,17 +34,17 @@ class call_replies {
   /// Registers `k` for the answer `to` sends, watching `to` from now on; returns the ticket
   /// to send with the message. `to` must be a valid handle (nothing would ever answer).
   template <class Self, class Handle>
-  std::uint64_t expect_check(Self* self, const Handle& to, handler<actors::check_outcome> k) {
+  std::uint64_t expect_check(Self* self, const Handle& to, handler<check_outcome> k) {
     return add(checks_, watch(self, to), std::move(k));
   }
   template <class Self, class Handle>
-  std::uint64_t expect_result(Self* self, const Handle& to, handler<actors::call_result> k) {
+  std::uint64_t expect_result(Self* self, const Handle& to, handler<call_result> k) {
     return add(results_, watch(self, to), std::move(k));
   }
 
   /// An answer came: runs its handler (an unknown ticket is ignored).
-  void answered(actors::check_outcome& o);
-  void answered(actors::call_result& r);
+  void answered(check_outcome& o);
+  void answered(call_result& r);
 
   /// An actor went down: every call still waiting on it is told, with the reason.
   void down(const caf::down_msg& m);
@@ -76,9 +76,9 @@ class call_replies {
   }
 
   std::uint64_t last_ticket_ = 0;
-  table<actors::check_outcome> checks_;
-  table<actors::call_result> results_;
+  table<check_outcome> checks_;
+  table<call_result> results_;
   std::unordered_set<caf::actor_addr> watched_;
 };
 
-}  // namespace dhara::broker
+}  // namespace dhara::actors

@@ -11,7 +11,7 @@
 
 #include "actors/checker.hpp"
 #include "actors/scheduler.hpp"
-#include "broker/call_replies.hpp"
+#include "actors/call_replies.hpp"
 
 using namespace dhara;
 using namespace std::chrono_literals;
@@ -49,7 +49,7 @@ caf::behavior holding_checker(caf::event_based_actor* self, std::string allowed_
 }
 
 struct caller_state {
-  broker::call_replies replies;
+  actors::call_replies replies;
 };
 
 // Sends one check per call id to `to` through its table, and tells `observer` how each ended:

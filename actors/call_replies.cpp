@@ -1,5 +1,5 @@
 // The caller's table of awaited answers (see call_replies.hpp).
-#include "broker/call_replies.hpp"
+#include "actors/call_replies.hpp"
 
 #include <utility>
 #include <vector>
@@ -7,7 +7,7 @@
 #include <caf/system_messages.hpp>
 #include <caf/sec.hpp>
 
-namespace dhara::broker {
+namespace dhara::actors {
 namespace {
 
 // Runs and forgets the handler of `ticket`. It is taken out of the table first: it may start
@@ -38,8 +38,8 @@ void fail_waiting_on(Table& t, const caf::actor_addr& source, const caf::error& 
 
 }  // namespace
 
-void call_replies::answered(actors::check_outcome& o) { answer(checks_, o); }
-void call_replies::answered(actors::call_result& r) { answer(results_, r); }
+void call_replies::answered(check_outcome& o) { answer(checks_, o); }
+void call_replies::answered(call_result& r) { answer(results_, r); }
 
 void call_replies::down(const caf::down_msg& m) {
   watched_.erase(m.source);
@@ -50,4 +50,4 @@ void call_replies::down(const caf::down_msg& m) {
   fail_waiting_on(results_, m.source, why);
 }
 
-}  // namespace dhara::broker
+}  // namespace dhara::actors
