@@ -32,7 +32,7 @@ struct waiting_reply {
   std::string_view first_capability;  // named when the audit fails: the denial says what was
                                       // refused (a catalog name: static storage)
 
-  waiting_reply(ticketed_promise<check_outcome> p, check_outcome o, std::string_view first)
+  waiting_reply(ticketed_promise<check_outcome>&& p, check_outcome&& o, std::string_view first)
       : rp(std::move(p)), outcome(std::move(o)), first_capability(first) {}
   waiting_reply(waiting_reply&&) = default;
   waiting_reply& operator=(waiting_reply&&) = default;
@@ -114,7 +114,7 @@ struct pending_batch {
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)
 
-  pending_batch(check_batch b, ticketed_promise<check_outcome> p) : batch(std::move(b)), rp(std::move(p)) {}
+  pending_batch(check_batch&& b, ticketed_promise<check_outcome>&& p) : batch(std::move(b)), rp(std::move(p)) {}
   pending_batch(pending_batch&&) = default;
   pending_batch& operator=(pending_batch&&) = delete;
   pending_batch(const pending_batch&) = delete;
@@ -205,7 +205,7 @@ void send_lines(checker_ptr self) {
 // together. With nothing else in the mailbox they go at once, not through a message to self.
 void finish(checker_ptr self, pending_batch& p) {
   auto& s = self->state;
-  s.replies.push_back({std::move(p.rp), std::move(p.outcome), p.first_capability});
+  s.replies.emplace_back(std::move(p.rp), std::move(p.outcome), p.first_capability);
   if (s.flush_scheduled) return;
   if (self->mailbox().empty()) return send_lines(self);
   s.flush_scheduled = true;
@@ -256,7 +256,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy:
 }
 
 // A new batch: decided here and now unless a human must be asked.
-void check(checker_ptr self, pending_batch p) {
+void check(checker_ptr self, pending_batch& p) {
   auto& s = self->state;
   if (!s.snapshot) {
     p.rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
@@ -288,10 +288,11 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                                                                st.snapshot ? st.snapshot->cwd : "/");
     return {
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
-          auto rp = self->make_response_promise<check_outcome>();
-          const std::uint64_t ticket = batch.ticket;
-          check(self, pending_batch{std::move(batch), {rp, ticket}});
-          return rp;
+          ticketed_promise<check_outcome> rp{self, batch.ticket};
+          auto handle = rp.handle();
+          pending_batch p{std::move(batch), std::move(rp)};
+          check(self, p);
+          return handle;
         },
         [=](flush_atom) { send_lines(self); },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },

@@ -382,7 +382,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
     return {
         [=](execute_atom, tool_call& call) -> caf::typed_response_promise<call_result> {
           auto& s = self->state;
-          ticketed_promise<call_result> rp{self->make_response_promise<call_result>(), call.ticket};
+          ticketed_promise<call_result> rp{self, call.ticket};
           if (s.stopping) {
             rp.deliver(call_error(io::rpc_error::cancelled, "cancelled: extension '" + s.cfg.name + "' is shutting down"));
           } else if (s.info.state == extension_state::failed) {
@@ -395,7 +395,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             // Starting, or being stopped by the kill chain: sent once the next process is ready.
             s.waiting.push_back({std::move(call), rp});
           }
-          return rp.rp;
+          return rp.handle();
         },
         [=](cancel_atom, const std::string& tool_call_id) {
           auto& s = self->state;

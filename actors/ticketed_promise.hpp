@@ -1,6 +1,6 @@
 // A reply that carries the caller's ticket back. A caller with many requests out sends them
 // with `send` and a ticket, not `request`: the answer then comes back as an ordinary message,
-// and the caller finds its continuation in a hash map by the ticket (broker/call_replies.hpp).
+// and the caller finds its continuation in a hash map by the ticket (actors/call_replies.hpp).
 // CAF 0.17 keeps the continuations of `request(…).then(…)` in a vector it searches from the
 // front on every answer: ~20 instructions a call per call in flight (docs/performance.md).
 #pragma once
@@ -8,24 +8,60 @@
 #include <cstdint>
 #include <utility>
 
+#include <caf/actor_cast.hpp>
+#include <caf/local_actor.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/message_id.hpp>
 #include <caf/typed_response_promise.hpp>
 
 namespace dhara::actors {
 
-/// A response promise that stamps its answer with the ticket of the message it answers
-/// (0 for a `request`, whose answer CAF matches itself). Every answer goes through it, so no
-/// path can forget the ticket.
+/// The answer to the message an actor handles now. A `request` is answered through CAF's
+/// response promise, which CAF matches itself. A message sent with `send` and a ticket is answered
+/// with an ordinary message to its sender, stamped with the ticket: one allocation for the
+/// answer, where CAF's promise makes a message and then a mailbox element around it. Every
+/// answer goes through here, so no path can forget the ticket.
 template <class T>
-struct ticketed_promise {
-  caf::typed_response_promise<T> rp;
-  std::uint64_t ticket = 0;
+class ticketed_promise {
+ public:
+  ticketed_promise() = default;
 
-  void deliver(T answer) {
-    answer.ticket = ticket;
-    rp.deliver(std::move(answer));
+  /// For the message `self` is handling (call it inside that message's handler).
+  template <class Self>
+  ticketed_promise(Self* self, std::uint64_t ticket) : ticket_(ticket) {
+    if (ticket == 0 || self->current_message_id().is_request()) rp_ = self->template make_response_promise<T>();
+    else {
+      self_ = self->ctrl();
+      to_ = self->current_sender();
+    }
   }
+
+  void deliver(T&& answer) {
+    answer.ticket = ticket_;
+    if (!self_) {
+      rp_.deliver(std::move(answer));
+      return;
+    }
+    if (!to_) return;  // answered already, or sent anonymously (nobody to answer)
+    auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
+    auto to = std::move(to_);
+    to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(answer)), me->context());
+  }
+
+  void deliver(const T& answer) { deliver(T(answer)); }
+
   /// Not answered yet (and someone waits for the answer).
-  bool pending() const { return rp.pending(); }
+  bool pending() const { return self_ ? static_cast<bool>(to_) : rp_.pending(); }
+
+  /// What the handler returns to CAF: for a request, its promise (CAF then answers nothing
+  /// itself); for a ticketed message, an empty one (the same: nothing).
+  caf::typed_response_promise<T> handle() const { return rp_; }
+
+ private:
+  caf::typed_response_promise<T> rp_;
+  caf::strong_actor_ptr self_;  // the answering actor (the sender of the answer); none: rp_ answers
+  caf::strong_actor_ptr to_;    // the asker; reset once answered
+  std::uint64_t ticket_ = 0;
 };
 
 }  // namespace dhara::actors

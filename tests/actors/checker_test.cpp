@@ -186,5 +186,18 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
   CHECK_FALSE(unaudited.allowed);
   CHECK(unaudited.decided_by == policy::decider::failure);
   CHECK(unaudited.ticket == 43);
+  // A request that carries a ticket is still answered as a request, with its ticket.
+  actors::check_batch b = fetch("https://api.example.com/v3", "c-44");
+  b.ticket = 44;
+  bool answered = false;
+  self->request(checker, 10s, actors::check_atom::value, std::move(b))
+      .receive(
+          [&](actors::check_outcome& o) {
+            answered = true;
+            CHECK(o.ticket == 44);
+            CHECK(o.decided_by == policy::decider::failure);
+          },
+          [&](caf::error& e) { FAIL("the request was not answered: " << rig.sys.render(e)); });
+  CHECK(answered);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
