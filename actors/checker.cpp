@@ -109,7 +109,7 @@ struct pending_batch {
   std::size_t next = 0;
   policy::audit_lines lines;          // of the checks decided so far, while a human is asked
   std::string_view first_capability;  // of the first of them, named if the audit fails
-  check_outcome outcome{true, "", "", policy::decider::rule, {}};
+  check_outcome outcome{true, {}, {}, policy::decider::rule, {}};
   ticketed_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)

@@ -58,38 +58,43 @@ actors::check_batch typical_batch(std::size_t i, bool url) {
 }
 
 struct driver_state {
+  actors::checker_actor checker;
+  bool url = false;
   std::size_t remaining = 0, inflight = 0, denied = 0;
   actors::call_replies replies;
   caf::response_promise done;  // answered with the denials once every check is answered
 };
 using driver_ptr = caf::stateful_actor<driver_state>*;
 
-// Sends checks until `window / callers` are in flight or none remain.
-void fire(driver_ptr self, const actors::checker_actor& checker, bool url) {
+// Sends checks until `window / callers` are in flight or none remain. Each continuation
+// captures only `self`: it fits in std::function without an allocation of its own.
+void fire(driver_ptr self) {
   auto& st = self->state;
   while (st.remaining > 0 && st.inflight < window / callers) {
     --st.remaining;
     ++st.inflight;
-    auto batch = typical_batch(st.remaining, url);
-    batch.ticket = st.replies.expect_check(self, checker, [=](actors::check_outcome* o, const caf::error&) {
+    auto batch = typical_batch(st.remaining, st.url);
+    batch.ticket = st.replies.expect_check(self, st.checker, [self](actors::check_outcome* o, const caf::error&) {
       auto& s = self->state;
       --s.inflight;
       s.denied += o == nullptr || !o->allowed;
       if (s.remaining == 0 && s.inflight == 0) s.done.deliver(s.denied);
-      else fire(self, checker, url);
+      else fire(self);
     });
-    self->send(checker, actors::check_atom::value, std::move(batch));
+    self->send(st.checker, actors::check_atom::value, std::move(batch));
   }
 }
 
 // Keeps `window / callers` checks in flight on one checker until `total` are answered.
 caf::behavior driver(driver_ptr self, actors::checker_actor checker, std::size_t total, bool url) {
+  self->state.checker = std::move(checker);
+  self->state.url = url;
   self->set_down_handler([=](caf::down_msg& m) { self->state.replies.down(m); });
   return {
       [=](go_atom) {
         self->state.remaining = total;
         self->state.done = self->make_response_promise();
-        fire(self, checker, url);
+        fire(self);
         return self->state.done;
       },
       [=](actors::check_outcome& o) { self->state.replies.answered(o); },
