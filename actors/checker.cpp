@@ -175,11 +175,17 @@ std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, 
   return std::nullopt;
 }
 
-// Sends the lines decided so far to the writer in one append; their decisions are released
-// when it answers (refused if it cannot write them).
+// With more checks than this in the mailbox, their lines go to the writer in appends of this
+// many answers: the writer writes and hashes one append while the checker decides the next,
+// and the first answers are released before the last check is decided. One append for all
+// of them left a core idle while the writer worked (docs/performance.md, "Appends of 128").
+constexpr std::size_t max_answers_per_append = 128;
+
+// Sends the lines decided so far to the writer in one append (nothing when there are none);
+// their decisions are released when it answers (refused if it cannot write them).
 void send_lines(checker_ptr self) {
   auto& s = self->state;
-  s.flush_scheduled = false;
+  if (s.replies.empty() && s.lines.empty()) return;
   auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
   s.replies.clear();
   policy::audit_lines batch;
@@ -202,10 +208,12 @@ void send_lines(checker_ptr self) {
 
 // The decision is released only once its lines are as durable as configured (they are in
 // the checker's lines already); the lines of all checks in the mailbox go to the writer
-// together. With nothing else in the mailbox they go at once, not through a message to self.
+// together, up to max_answers_per_append. With nothing else in the mailbox they go at once,
+// not through a message to self.
 void finish(checker_ptr self, pending_batch& p) {
   auto& s = self->state;
   s.replies.emplace_back(std::move(p.rp), std::move(p.outcome), p.first_capability);
+  if (s.replies.size() >= max_answers_per_append) return send_lines(self);
   if (s.flush_scheduled) return;
   if (self->mailbox().empty()) return send_lines(self);
   s.flush_scheduled = true;
@@ -294,7 +302,10 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           check(self, p);
           return handle;
         },
-        [=](flush_atom) { send_lines(self); },
+        [=](flush_atom) {
+          self->state.flush_scheduled = false;
+          send_lines(self);
+        },
         [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
         [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
     };

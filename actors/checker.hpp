@@ -54,7 +54,8 @@ using checker_actor = caf::typed_actor<
     caf::reacts_to<approver_atom, hitl_actor>,
     /// self: send the entries of every check decided since the last flush to the audit writer
     /// in one append (queued behind the checks already in the mailbox, so they batch; with
-    /// nothing else in the mailbox the entries go at once, without this message).
+    /// nothing else in the mailbox the entries go at once, without this message; every 128
+    /// answers waiting go at once as well, so the writer works while the checker decides).
     caf::reacts_to<flush_atom>>;
 
 /// Spawns a checker holding `snapshot`. It serializes each check's audit line itself and sends
