@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/call_replies.hpp"
 #include "io/host_ops.hpp"
 #include "io/jsonrpc.hpp"
 #include "io/path_resolver.hpp"
@@ -166,10 +167,14 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   return call_error(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
 }
 
-// Runs one blocking operation on its own detached thread, then ends.
-caf::behavior worker(caf::event_based_actor* self, job work) {
-  return {[=](run_atom) {
+// Runs one blocking operation on its own detached thread, then ends. Its result goes back with
+// the ticket it was sent with.
+using worker_actor = caf::typed_actor<caf::replies_to<run_atom, std::uint64_t>::with<call_result>>;
+
+worker_actor::behavior_type worker(worker_actor::pointer self, job work) {
+  return {[=](run_atom, std::uint64_t ticket) {
     call_result r = work();
+    r.ticket = ticket;
     self->quit();
     return r;
   }};
@@ -177,15 +182,31 @@ caf::behavior worker(caf::event_based_actor* self, job work) {
 
 struct host_state {
   config_ptr cfg;  // shared with the workers, which may outlive a request
+  // The checker's answers and the workers' results, matched by ticket (call_replies.hpp): many
+  // host requests may be out at once, and CAF 0.17 would search a list of `request`s for each.
+  call_replies replies;
   static inline const char* name = "host_api";
 };
+
+using host_ptr = host_api_actor::stateful_pointer<host_state>;
+
+// Runs an allowed operation on a worker of its own; its result, or why none came, answers rp.
+void run_on_worker(host_ptr self, job work, caf::typed_response_promise<call_result> rp) {
+  auto w = self->spawn<caf::detached>(worker, std::move(work));
+  const std::uint64_t ticket =
+      self->state.replies.expect_result(self, w, [self, rp](call_result* done, const caf::error& lost) mutable {
+        if (done) rp.deliver(std::move(*done));
+        else rp.deliver(call_error(io::rpc_error::tool_error, "the host operation failed: " + self->system().render(lost)));
+      });
+  self->send(w, run_atom::value, ticket);
+}
 
 }  // namespace
 
 host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
-  return sys.spawn([](host_api_actor::stateful_pointer<host_state> self,
-                      host_api_config cfg) -> host_api_actor::behavior_type {
+  return sys.spawn([](host_ptr self, host_api_config cfg) -> host_api_actor::behavior_type {
     self->state.cfg = std::make_shared<const host_api_config>(std::move(cfg));
+    self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
     return {
         [=](host_atom, host_request& r) -> caf::typed_response_promise<call_result> {
           auto rp = self->make_response_promise<call_result>();
@@ -194,36 +215,39 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             rp.deliver(*err);  // a protocol error, not a decision: nothing to audit
             return rp;
           }
+          const checker_actor& checker = self->state.cfg->checker;
+          if (!checker) {
+            rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: there is no checker",
+                                  json{{"reason", "checker failure"}}));
+            return rp;
+          }
           plan p = std::move(std::get<plan>(planned));
           check_batch batch{r.extension, r.method, r.tool_call_id, self->state.cfg->session, p.checks};
-          self->request(self->state.cfg->checker, caf::infinite, check_atom::value, std::move(batch))
-              .then(
-                  [=](check_outcome& o) mutable {
-                    if (p.query) {
-                      json result = {{"allowed", o.allowed}};
-                      if (!o.allowed) result["reason"] = o.reason;
-                      rp.deliver(call_result{true, std::move(result), 0, {}, nullptr});
-                      return;
-                    }
-                    if (!o.allowed) {
-                      rp.deliver(call_error(io::rpc_error::denied, o.reason,
-                                              json{{"capability", o.capability}, {"reason", o.reason}}));
-                      return;
-                    }
-                    auto w = self->spawn<caf::detached>(worker, p.make_job(o));
-                    self->request(w, caf::infinite, run_atom::value)
-                        .then([=](call_result& done) mutable { rp.deliver(std::move(done)); },
-                              [=](caf::error& e) mutable {
-                                rp.deliver(call_error(io::rpc_error::tool_error, "the host operation failed: " +
-                                                                                      self->system().render(e)));
-                              });
-                  },
-                  [=](caf::error& e) mutable {
-                    rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(e),
-                                            json{{"reason", "checker failure"}}));
-                  });
+          batch.ticket = self->state.replies.expect_check(
+              self, checker, [self, rp, p](check_outcome* o, const caf::error& lost) mutable {
+                if (o == nullptr) {
+                  rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(lost),
+                                        json{{"reason", "checker failure"}}));
+                  return;
+                }
+                if (p.query) {
+                  json result = {{"allowed", o->allowed}};
+                  if (!o->allowed) result["reason"] = o->reason;
+                  rp.deliver(call_result{true, std::move(result), 0, {}, nullptr});
+                  return;
+                }
+                if (!o->allowed) {
+                  rp.deliver(call_error(io::rpc_error::denied, o->reason,
+                                        json{{"capability", o->capability}, {"reason", o->reason}}));
+                  return;
+                }
+                run_on_worker(self, p.make_job(*o), rp);
+              });
+          self->send(checker, check_atom::value, std::move(batch));
           return rp;
         },
+        [=](check_outcome& o) { self->state.replies.answered(o); },
+        [=](call_result& r) { self->state.replies.answered(r); },
     };
   }, std::move(config));
 }

@@ -31,8 +31,10 @@ struct host_request {
 
 /// The host API's interface: a request → its result object, or an error result: -32002
 /// denied {capability, reason}, -32602 malformed params, -32601 unknown method, -32001 the
-/// operation failed.
-using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>::with<call_result>>;
+/// operation failed. It sends its checks and its operations with tickets; the answers come
+/// back as the other two messages (actors/call_replies.hpp).
+using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>::with<call_result>,
+                                        caf::reacts_to<check_outcome>, caf::reacts_to<call_result>>;
 
 /// What the host API needs to know about the session.
 struct host_api_config {

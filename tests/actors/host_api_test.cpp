@@ -1,0 +1,99 @@
+// The host API actor with a real checker and audit writer: its checks and its operations go out
+// with tickets (actors/call_replies.hpp), so many requests in flight each get their own answer,
+// and a checker that is gone fails a request closed instead of leaving it waiting.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/audit_writer.hpp"
+#include "actors/checker.hpp"
+#include "actors/host_api.hpp"
+#include "actors/scheduler.hpp"
+#include "io/jsonrpc.hpp"
+#include "support/extension_fixture.hpp"
+#include "support/policy_fixture.hpp"
+
+using namespace dhara;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+// web-tools may fetch from api.example.com and *.example.org only (policy_fixture).
+actors::host_request url_check(const std::string& url) {
+  return {"web-tools", "host/check", {{"capability", "network:fetch"}, {"details", {{"url", url}}}}, "call-1"};
+}
+
+}  // namespace
+
+TEST_CASE("host requests in flight together each get their answer and fail closed without a checker",
+          "[runtime][host]") {
+  testing::temp_home home;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_config wc;
+  wc.dhara_home = home.dhara_home().string();
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  actors::host_api_config hc;
+  hc.checker = checker;
+  hc.session = "s-1";
+  hc.cwd = home.project().string();
+  hc.home = home.root.string();
+  auto host = actors::spawn_host_api(sys, hc);
+
+  // 64 checks out at once, allowed and denied in turn: each answer is its own request's.
+  constexpr int n = 64;
+  using handle = decltype(self->request(host, 10s, actors::host_atom::value, url_check("")));
+  std::vector<handle> out;
+  for (int i = 0; i < n; ++i) {
+    const std::string url = i % 2 ? "https://evil.test/" + std::to_string(i) : "https://api.example.com/" + std::to_string(i);
+    out.push_back(self->request(host, 10s, actors::host_atom::value, url_check(url)));
+  }
+  int allowed = 0, denied = 0;
+  for (int i = 0; i < n; ++i) {
+    out[i].receive(
+        [&](actors::call_result& r) {
+          REQUIRE(r.ok);
+          const bool yes = r.result["allowed"].get<bool>();
+          CHECK(yes == (i % 2 == 0));
+          (yes ? allowed : denied) += 1;
+        },
+        [&](caf::error& e) { FAIL("host request " << i << " was not answered: " << sys.render(e)); });
+  }
+  CHECK(allowed == n / 2);
+  CHECK(denied == n / 2);
+
+  // An allowed operation runs on a worker of its own, whose result comes back by ticket: here
+  // the file is missing, so the operation fails (-32001) after the check allowed it.
+  self->request(host, 10s, actors::host_atom::value,
+                actors::host_request{"web-tools", "host/fs/read", {{"path", "/home/u/proj/missing.txt"}}, "call-2"})
+      .receive(
+          [&](actors::call_result& r) {
+            CAPTURE(r.message);
+            CHECK_FALSE(r.ok);
+            CHECK(r.code == io::rpc_error::tool_error);
+          },
+          [&](caf::error& e) { FAIL("the read was not answered: " << sys.render(e)); });
+
+  // The checker gone: the next host request is denied with the reason, not left waiting.
+  caf::anon_send_exit(checker, caf::exit_reason::kill);
+  self->wait_for(checker);
+  self->request(host, 10s, actors::host_atom::value, url_check("https://api.example.com/after"))
+      .receive(
+          [&](actors::call_result& r) {
+            CHECK_FALSE(r.ok);
+            CHECK(r.code == io::rpc_error::denied);
+            CHECK(r.message.rfind("the capability checker failed: ", 0) == 0);
+          },
+          [&](caf::error& e) { FAIL("the request after the checker ended was not answered: " << sys.render(e)); });
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  self->wait_for(host, writer);
+}
