@@ -1,8 +1,9 @@
-// The answers a session's caller waits for from the checker and the supervisors, matched by
-// ticket in a hash map. The caller sends the check and the execute with `send` and a ticket
-// (actors/ticketed_promise.hpp), not `request`: CAF 0.17 searches an actor's pending
+// The answers an actor waits for from the checker, the supervisors or the host API's workers,
+// matched by ticket in a hash map. The asker sends the check and the execute with `send` and a
+// ticket (actors/ticketed_promise.hpp), not `request`: CAF 0.17 searches an actor's pending
 // `request(…).then(…)` continuations linearly on every answer, and one caller runs every call
-// of a batch (`-j` up to 1024), of serve and of `dhara bench`.
+// of a batch (`-j` up to 1024), of serve and of `dhara bench`; the host API asks for every
+// extension at once.
 //
 // A message to an actor that is gone is dropped, not answered, so the table watches (monitors)
 // every actor it waits on: when one goes down, each call waiting on it is told, with the reason.
