@@ -17,7 +17,12 @@
 #include <utility>
 #include <variant>
 
+// The chain hashes with OpenSSL's low-level SHA-256 calls where the library still has them
+// (sha256_hasher below says why); they are deprecated since OpenSSL 3.0, so their warning
+// is silenced here, and a library built without them is hashed through EVP instead.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "io/files.hpp"
 #include "policy/audit_line_check.hpp"
@@ -69,18 +74,23 @@ constexpr std::array<char, 512> hex_pairs = [] {
   return t;
 }();
 
+// Writes the 64 hex digits of a 32-byte digest into out[0..64).
+void digest_hex(const unsigned char* digest, char* out) {
+  for (unsigned i = 0; i < 32; ++i) std::memcpy(out + 2 * i, hex_pairs.data() + 2 * digest[i], 2);
+}
+
 // One fetched SHA-256 implementation and one context, reused for every line: fetching or
 // allocating per line would cost more than hashing a 300-byte line (~0.2 µs with SHA-NI).
-class sha256_hasher {
+// Compiled always, so the fallback below cannot rot unseen.
+class sha256_evp {
  public:
-  sha256_hasher()
-      : md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)), ctx_(EVP_MD_CTX_new()) {}
-  ~sha256_hasher() {
+  sha256_evp() : md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)), ctx_(EVP_MD_CTX_new()) {}
+  ~sha256_evp() {
     EVP_MD_CTX_free(ctx_);
     EVP_MD_free(md_);
   }
-  sha256_hasher(const sha256_hasher&) = delete;
-  sha256_hasher& operator=(const sha256_hasher&) = delete;
+  sha256_evp(const sha256_evp&) = delete;
+  sha256_evp& operator=(const sha256_evp&) = delete;
 
   bool usable() const { return md_ != nullptr && ctx_ != nullptr; }
 
@@ -94,7 +104,7 @@ class sha256_hasher {
         EVP_DigestFinal_ex(ctx_, digest, &len) != 1 || len != 32) {
       return false;
     }
-    for (unsigned i = 0; i < 32; ++i) std::memcpy(out + 2 * i, hex_pairs.data() + 2 * digest[i], 2);
+    digest_hex(digest, out);
     return true;
   }
 
@@ -102,6 +112,33 @@ class sha256_hasher {
   EVP_MD* md_;
   EVP_MD_CTX* ctx_;
 };
+
+#ifndef OPENSSL_NO_DEPRECATED_3_0
+// SHA256_Init/Update/Final reach the block function directly. EVP goes through the
+// provider's dispatch on every call: of a typical line's chain hash (64 + ~300 bytes, ~260 ns
+// with SHA-NI here), that dispatch costs 20-80 ns more, on the audit writer's one thread that
+// every line passes (docs/performance.md, "The chain hash without EVP"). The digest is the
+// same SHA-256 either way (tests recompute the chain with Python's hashlib).
+class sha256_low_level {
+ public:
+  bool usable() const { return true; }
+
+  // Writes hex(SHA-256(prev ‖ body)) into out[0..64); false if OpenSSL failed.
+  bool chain_hash(std::string_view prev, std::string_view body, char* out) {
+    SHA256_CTX ctx;
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, prev.data(), prev.size()) != 1 ||
+        SHA256_Update(&ctx, body.data(), body.size()) != 1 || SHA256_Final(digest, &ctx) != 1) {
+      return false;
+    }
+    digest_hex(digest, out);
+    return true;
+  }
+};
+using sha256_hasher = sha256_low_level;
+#else
+using sha256_hasher = sha256_evp;  // OpenSSL built without its deprecated calls
+#endif
 
 // ---- reading ---------------------------------------------------------------------------
 
