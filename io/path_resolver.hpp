@@ -21,7 +21,8 @@ namespace dhara::io {
 /// syscalls); one whose links are all plain symlinks and which exists is resolved in one
 /// kernel walk (three syscalls); everything else (a missing component behind a link, dangling
 /// links, /proc's magic links) goes through the component walk, one `lstat` per component.
-/// The result is the same either way.
+/// The result is the same either way. A path in a folder where this thread last met a link
+/// skips the first look (a hint kept per thread, never an answer: every path is resolved anew).
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;

@@ -1,7 +1,9 @@
 // The real resolver against real symlinks in a temporary folder, and path checks through it.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -161,12 +163,16 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
       t / "real/missing/deeper/y",    t / "real",
   };
   io::real_path_resolver r;
-  for (const std::string& p : paths) {
-    INFO(p);
-    auto fast = r.resolve(p);
-    auto walked = io::real_path_resolver::resolve_by_walk(p);
-    REQUIRE(static_cast<bool>(fast) == static_cast<bool>(walked));
-    if (fast) CHECK(*fast == *walked);
+  // Twice: the second round finds the folders where the first met links in this thread's
+  // hint, and goes to the kernel's one walk without the first look.
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& p : paths) {
+      INFO(round << ": " << p);
+      auto fast = r.resolve(p);
+      auto walked = io::real_path_resolver::resolve_by_walk(p);
+      REQUIRE(static_cast<bool>(fast) == static_cast<bool>(walked));
+      if (fast) CHECK(*fast == *walked);
+    }
   }
   // The kernel answers where the whole path exists through plain links, and only there.
   if (!io::real_path_resolver::resolve_in_kernel("/")) {
@@ -180,4 +186,58 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
   CHECK_FALSE(io::real_path_resolver::resolve_in_kernel(t / "magic/etc/hostname"));  // a magic link
   CHECK(*r.resolve(t / "chain/deep/to-file") == t / "real/deep/er/file.txt");
   CHECK(*r.resolve(t / "real/deep/up/f") == t / "other/side/f");
+}
+
+TEST_CASE("a folder remembered for its links never answers for a path in it", "[io][resolver]") {
+  // The hint says where the last walk met a link; each path is still resolved anew, so a
+  // link that became a folder, or a folder that became a link, is seen at once.
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  fs::create_directories(t / "elsewhere");
+  touch(t / "elsewhere/secret");
+  fs::create_symlink(t / "elsewhere/secret", t / "proj/notes");  // proj/notes -> elsewhere/secret
+  touch(t / "proj/plain");
+  io::real_path_resolver r;
+  CHECK(*r.resolve(t / "proj/notes") == t / "elsewhere/secret");  // proj is now hinted
+  CHECK(*r.resolve(t / "proj/plain") == t / "proj/plain");        // and un-hinted by this
+  CHECK(*r.resolve(t / "proj/notes") == t / "elsewhere/secret");  // hinted again
+  fs::remove(t / "proj/notes");
+  touch(t / "proj/notes");  // the link is now a plain file
+  CHECK(*r.resolve(t / "proj/notes") == t / "proj/notes");
+  fs::remove(t / "proj/notes");
+  fs::create_symlink(t / "elsewhere/secret", t / "proj/notes");  // and a link again
+  CHECK(*r.resolve(t / "proj/notes") == t / "elsewhere/secret");
+  CHECK(*r.resolve(t / "proj/missing") == t / "proj/missing");
+}
+
+TEST_CASE("a forked child resolves through its own descriptors and not through its parent's", "[io][resolver]") {
+  // The kernel's answer is read from /proc/self/fd, whose descriptor each thread keeps open.
+  // One kept from before a fork names the parent's table: in the child, descriptor N would be
+  // whatever the parent has under N. Here the child's openat2 gets the number the parent
+  // still uses for a decoy file, so a stale folder would answer "decoy".
+  temp_tree t;
+  fs::create_directories(t / "real/deep");
+  touch(t / "real/deep/f");
+  touch(t / "decoy");
+  fs::create_directory_symlink(t / "real", t / "link");
+  io::real_path_resolver r;
+  if (!io::real_path_resolver::resolve_in_kernel("/")) {
+    WARN("this kernel has no openat2 (Linux 5.6 or later): only the walk resolves, nothing to check");
+    return;
+  }
+  REQUIRE(*r.resolve(t / "link/deep/f") == t / "real/deep/f");  // this thread's folder is open now
+  const int decoy = ::open((t / "decoy").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(decoy >= 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(decoy);  // the lowest free number in the child, still the decoy in the parent
+    auto got = r.resolve(t / "link/deep/f");
+    ::_exit(got && *got == t / "real/deep/f" ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  ::close(decoy);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
