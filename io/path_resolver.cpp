@@ -8,14 +8,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <array>
-#include <atomic>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -66,7 +66,8 @@ std::atomic<unsigned> fork_generation{0};
 // This thread's descriptor of /proc/self/fd, so that a descriptor's path is one readlinkat
 // of its number (1.8-2.3 µs here) rather than a readlink of "/proc/self/fd/N", which walks
 // /proc and its "self" link first (2.9-3.0 µs). Reopened after a fork; -1 when /proc cannot
-// be opened (the caller then reads the full path).
+// be opened (the caller then reads the full path). The descriptor is this thread's, and
+// nothing in dhara closes a descriptor it did not open, so its number keeps naming the folder.
 int proc_fd_dir() {
   static std::once_flag registered;
   std::call_once(registered, [] { ::pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); }); });
