@@ -190,7 +190,7 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
 
 TEST_CASE("a folder remembered for its links never answers for a path in it", "[io][resolver]") {
   // The hint says where the last walk met a link; each path is still resolved anew, so a
-  // link that became a folder, or a folder that became a link, is seen at once.
+  // link that became a plain file, or a file that became a link again, is seen at once.
   temp_tree t;
   fs::create_directories(t / "proj");
   fs::create_directories(t / "elsewhere");
