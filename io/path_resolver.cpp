@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -69,8 +68,8 @@ std::atomic<unsigned> fork_generation{0};
 // be opened (the caller then reads the full path). The descriptor is this thread's, and
 // nothing in dhara closes a descriptor it did not open, so its number keeps naming the folder.
 int proc_fd_dir() {
-  static std::once_flag registered;
-  std::call_once(registered, [] { ::pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); }); });
+  [[maybe_unused]] static const int registered =
+      ::pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); });
   struct cached {
     int fd = -1;
     unsigned generation = 0;
