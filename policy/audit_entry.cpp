@@ -7,6 +7,7 @@
 #include <bit>
 #include <charconv>
 #include <cstring>
+#include <limits>
 
 #include "policy/json_bytes.hpp"
 #include "policy/path_rules.hpp"
@@ -88,12 +89,13 @@ inline void put2(char* p, unsigned v) {
   p[1] = static_cast<char>('0' + v % 10);
 }
 
-// Writes exactly audit_timestamp_bytes characters.
-void write_timestamp(char* p, std::int64_t unix_ms) {
-  const std::int64_t ms = std::clamp(unix_ms, min_timestamp_ms, max_timestamp_ms);
-  std::int64_t days = ms / ms_per_day;
-  std::int64_t in_day = ms % ms_per_day;
-  if (in_day < 0) in_day += ms_per_day, --days;  // floor, so 1969 counts forward from midnight
+// Writes the calendar part, "YYYY-MM-DDTHH:MM:" (17 characters), of minute `minute` since
+// the epoch (floor), within the clamp.
+void write_minute(char* p, std::int64_t minute) {
+  constexpr std::int64_t minutes_per_day = 1440;
+  std::int64_t days = minute / minutes_per_day;
+  std::int64_t in_day = minute % minutes_per_day;
+  if (in_day < 0) in_day += minutes_per_day, --days;  // floor, so 1969 counts forward from midnight
   const civil_date date = civil_from_days(days);
   const auto year = static_cast<unsigned>(date.year);  // 0..9999 after the clamp
   const auto t = static_cast<unsigned>(in_day);
@@ -104,11 +106,37 @@ void write_timestamp(char* p, std::int64_t unix_ms) {
   p[7] = '-';
   put2(p + 8, date.day);
   p[10] = 'T';
-  put2(p + 11, t / 3'600'000);
+  put2(p + 11, t / 60);
   p[13] = ':';
-  put2(p + 14, t / 60'000 % 60);
+  put2(p + 14, t % 60);
   p[16] = ':';
-  put2(p + 17, t / 1000 % 60);
+}
+
+constexpr std::size_t minute_bytes = 17;
+
+// The calendar part of the last minute this thread wrote: a session's lines mostly share it,
+// and the calendar arithmetic was most of a timestamp's cost. Per thread, so no lock; the
+// key is the whole minute, so a clock that steps back or forth only misses the cache.
+struct minute_cache {
+  std::int64_t minute = std::numeric_limits<std::int64_t>::min();  // no clamped time is this
+  char text[minute_bytes];
+};
+thread_local minute_cache last_minute;
+
+// Writes exactly audit_timestamp_bytes characters.
+void write_timestamp(char* p, std::int64_t unix_ms) {
+  const std::int64_t ms = std::clamp(unix_ms, min_timestamp_ms, max_timestamp_ms);
+  std::int64_t minute = ms / 60'000;
+  std::int64_t in_minute = ms % 60'000;
+  if (in_minute < 0) in_minute += 60'000, --minute;  // floor, as for days
+  minute_cache& cache = last_minute;
+  if (cache.minute != minute) {
+    write_minute(cache.text, minute);
+    cache.minute = minute;
+  }
+  std::memcpy(p, cache.text, minute_bytes);
+  const auto t = static_cast<unsigned>(in_minute);
+  put2(p + 17, t / 1000);
   p[19] = '.';
   const unsigned milli = t % 1000;
   p[20] = static_cast<char>('0' + milli / 100);

@@ -6,9 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <limits>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -477,6 +481,64 @@ TEST_CASE("timestamps are UTC with milliseconds", "[policy][audit]") {
     CHECK(format_timestamp(r.ms) == r.text);
     CHECK(format_timestamp(r.ms).size() == audit_timestamp_bytes);
   }
+}
+
+namespace {
+
+// The same text through the C library, independent of the serializer's calendar code.
+std::string timestamp_by_gmtime(std::int64_t ms) {
+  std::int64_t seconds = ms / 1000, milli = ms % 1000;
+  if (milli < 0) milli += 1000, --seconds;
+  const time_t t = static_cast<time_t>(seconds);
+  struct tm tm {};
+  REQUIRE(gmtime_r(&t, &tm) != nullptr);
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(milli));
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("timestamps stay exact when the time moves within a minute, across one and back", "[policy][audit]") {
+  // The serializer remembers the last minute it wrote; every step here either reuses it or
+  // must replace it, and the text must match the C library's either way.
+  const std::int64_t start = 1'767'225'599'000 - 3 * 60'000;  // 2025-12-31T23:56:59, before a new year
+  std::vector<std::int64_t> times;
+  for (std::int64_t ms = start; ms < start + 5 * 60'000; ms += 997) times.push_back(ms);  // forward
+  times.push_back(start + 60'000);     // back to an earlier minute
+  times.push_back(start + 60'000 + 1);
+  times.push_back(start + 4 * 60'000);  // and forth again
+  times.push_back(59'999);              // the last ms of the epoch's first minute
+  times.push_back(60'000);
+  times.push_back(59'999);
+  times.push_back(-1);                  // the minute before the epoch, then the epoch's
+  times.push_back(-60'000);
+  times.push_back(-60'001);
+  times.push_back(0);
+  times.push_back(-1);
+  for (std::int64_t ms : times) {
+    INFO(ms);
+    CHECK(format_timestamp(ms) == timestamp_by_gmtime(ms));
+  }
+}
+
+TEST_CASE("threads writing timestamps of different minutes do not mix them", "[policy][audit]") {
+  // Each thread keeps to its own minute: a memory of the last minute shared between threads
+  // would now and then hand one thread the other's date.
+  const std::int64_t a = 1'778'752'800'123;        // 2026-05-14T10:00:00.123Z
+  const std::int64_t b = 951'782'400'000 + 59'000;  // 2000-02-29T00:00:59.000Z
+  const std::string want_a = timestamp_by_gmtime(a), want_b = timestamp_by_gmtime(b);
+  std::atomic<int> wrong{0};
+  auto work = [&wrong](std::int64_t ms, const std::string& want) {
+    for (int i = 0; i < 200'000; ++i)
+      if (format_timestamp(ms) != want) wrong.fetch_add(1, std::memory_order_relaxed);
+  };
+  std::thread t1(work, a, std::cref(want_a));
+  std::thread t2(work, b, std::cref(want_b));
+  t1.join();
+  t2.join();
+  CHECK(wrong.load() == 0);
 }
 
 TEST_CASE("the line's timestamp is format_timestamp of the entry's time", "[policy][audit]") {
