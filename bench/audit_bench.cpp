@@ -293,7 +293,20 @@ int main(int argc, char** argv) {
   const bool own_root = argc < 2;
   if (!own_root) {
     root = argv[1];
-    fs::create_directories(root);
+    if (root.empty() || root[0] == '-') {  // a mistyped flag is not a folder to create
+      std::fprintf(stderr,
+                   "dhara_bench_audit: '%s' is neither a --benchmark_... flag nor a folder name; "
+                   "give the folder the files go in, or nothing for a temporary one.\n",
+                   argv[1]);
+      return 2;
+    }
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) {
+      std::fprintf(stderr, "dhara_bench_audit: cannot create the folder %s: %s; give one you can write to.\n",
+                   root.c_str(), ec.message().c_str());
+      return 1;
+    }
   } else {
     std::string tmpl = (fs::temp_directory_path() / "dhara-audit-bench-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {

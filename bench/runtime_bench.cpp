@@ -15,10 +15,12 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -252,8 +254,38 @@ double start_extensions(caf::actor_system& sys, const std::string& kind, int n) 
 
 }  // namespace
 
+constexpr const char* usage =
+    "usage: dhara_bench_runtime [round_trips]\n"
+    "  round_trips: how many round trips each side measures, a whole number from 100 to 100000000\n"
+    "  (default 20000)\n";
+
+// The round trips to measure, from the one optional argument. Returns the exit code to stop
+// with (0 after --help, 2 after a bad argument, with one sentence why) or -1 to go on.
+int parse_round_trips(int argc, char** argv, std::size_t& n) {
+  if (argc == 1) return -1;
+  const std::string_view arg = argv[1];
+  if (argc == 2 && (arg == "--help" || arg == "-h")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (argc > 2) {
+    std::fprintf(stderr, "dhara_bench_runtime: takes at most one argument, the number of round trips.\n%s", usage);
+    return 2;
+  }
+  unsigned long long v = 0;
+  const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
+  if (ec != std::errc() || end != arg.data() + arg.size() || v < 100 || v > 100'000'000) {
+    std::fprintf(stderr, "dhara_bench_runtime: '%s' is not a number of round trips from 100 to 100000000.\n%s",
+                 argv[1], usage);
+    return 2;
+  }
+  n = static_cast<std::size_t>(v);
+  return -1;
+}
+
 int main(int argc, char** argv) {
-  std::size_t n = argc > 1 ? std::stoul(argv[1]) : 20000;
+  std::size_t n = 20000;
+  if (int rc = parse_round_trips(argc, argv, n); rc >= 0) return rc;
   spdlog::set_level(spdlog::level::warn);
   caf::actor_system_config cfg;
   actors::use_dhara_scheduler(cfg, 2);  // as a session runs
