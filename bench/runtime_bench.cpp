@@ -252,8 +252,6 @@ double start_extensions(caf::actor_system& sys, const std::string& kind, int n) 
   return secs;
 }
 
-}  // namespace
-
 constexpr const char* usage =
     "usage: dhara_bench_runtime [round_trips]\n"
     "  round_trips: how many round trips each side measures, a whole number from 100 to 100000000\n"
@@ -282,6 +280,8 @@ int parse_round_trips(int argc, char** argv, std::size_t& n) {
   n = static_cast<std::size_t>(v);
   return -1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::size_t n = 20000;

@@ -512,8 +512,8 @@ TEST_CASE("timestamps stay exact when the time moves within a minute, across one
   times.push_back(59'999);              // the last ms of the epoch's first minute
   times.push_back(60'000);
   times.push_back(59'999);
-  times.push_back(-1);                  // the minute before the epoch, then the epoch's
-  times.push_back(-60'000);
+  times.push_back(-1);                  // -1 and -60 000 lie in the minute before the epoch,
+  times.push_back(-60'000);             // -60 001 in the one before that; then the epoch's
   times.push_back(-60'001);
   times.push_back(0);
   times.push_back(-1);
