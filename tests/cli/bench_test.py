@@ -133,36 +133,5 @@ def test_bad_arguments_exit_2_with_one_sentence():
         assert err.strip() and out == "", f"{args}: {err!r} {out!r}"
 
 
-def bench_binary(name):
-    path = os.path.join(os.environ.get("DHARA_BUILD", os.path.dirname(DHARA)), "bench", name)
-    assert os.access(path, os.X_OK), f"{path} is not built: the default build makes every bench binary"
-    return path
-
-
-def test_micro_bench_binaries_answer_bad_arguments_with_a_sentence():
-    """The bench binaries users run by hand: --help is usage on stdout and exit 0; a bad
-    argument is one sentence and the usage, exit 2, with nothing created (a mistyped flag is
-    not a folder name)."""
-    runtime = bench_binary("dhara_bench_runtime")
-    p = subprocess.run([runtime, "--help"], capture_output=True, text=True, timeout=LIMIT, cwd=USER_HOME)
-    assert p.returncode == 0 and p.stdout.startswith("usage: dhara_bench_runtime [round_trips]"), p
-    for args, why in ((["12x"], "'12x' is not a number of round trips"), (["5"], "'5' is not a number"),
-                      (["99999999999999999999999"], "is not a number"), (["100", "2"], "at most one argument")):
-        p = subprocess.run([runtime, *args], capture_output=True, text=True, timeout=LIMIT, cwd=USER_HOME)
-        assert p.returncode == 2 and why in p.stderr and p.stdout == "", f"{args}: {p}"
-
-    audit = bench_binary("dhara_bench_audit")
-    p = subprocess.run([audit, "--benchmark_filter=none", "--bogus"], capture_output=True, text=True,
-                       timeout=LIMIT, cwd=USER_HOME)
-    assert p.returncode == 2 and "'--bogus' is neither a --benchmark_... flag nor a folder name" in p.stderr, p
-    assert os.listdir(USER_HOME) == [], os.listdir(USER_HOME)
-    blocker = os.path.join(USER_HOME, "a-file")
-    open(blocker, "w").close()
-    p = subprocess.run([audit, "--benchmark_filter=none", os.path.join(blocker, "sub")], capture_output=True,
-                       text=True, timeout=LIMIT, cwd=USER_HOME)
-    os.unlink(blocker)
-    assert p.returncode == 1 and "cannot create the folder" in p.stderr, p
-
-
 if __name__ == "__main__":
     harness.run(dict(globals()))
