@@ -11,35 +11,39 @@ namespace dhara::actors {
 namespace {
 
 // Runs and forgets the handler of `ticket`. It is taken out of the table first: it may start
-// another call, which adds to the table.
+// another call, which adds to the table (and may reuse this node).
 template <class Table, class T>
-void answer(Table& t, T& x) {
-  auto it = t.find(x.ticket);
-  if (it == t.end()) return;
-  auto k = std::move(it->second.k);
-  t.erase(it);
+void answer(Table& t, T& x, std::size_t max_spare) {
+  auto it = t.live.find(x.ticket);
+  if (it == t.live.end()) return;
+  auto node = t.live.extract(it);
+  auto k = std::move(node.mapped().k);
+  if (t.spare.size() < max_spare) {
+    node.mapped() = {};  // holds nothing of the call it served
+    t.spare.push_back(std::move(node));
+  }
   k(&x, caf::error{});
 }
 
 // Tells every call waiting on `source` that its answer will not come.
 template <class Table>
 void fail_waiting_on(Table& t, const caf::actor_addr& source, const caf::error& why) {
-  std::vector<typename Table::mapped_type> lost;
-  for (auto it = t.begin(); it != t.end();) {
+  std::vector<typename Table::map::mapped_type> lost;
+  for (auto it = t.live.begin(); it != t.live.end();) {
     if (it->second.from != source) {
       ++it;
       continue;
     }
     lost.push_back(std::move(it->second));
-    it = t.erase(it);
+    it = t.live.erase(it);
   }
   for (auto& w : lost) w.k(nullptr, why);
 }
 
 }  // namespace
 
-void call_replies::answered(check_outcome& o) { answer(checks_, o); }
-void call_replies::answered(call_result& r) { answer(results_, r); }
+void call_replies::answered(check_outcome& o) { answer(checks_, o, max_spare_nodes); }
+void call_replies::answered(call_result& r) { answer(results_, r, max_spare_nodes); }
 
 void call_replies::down(const caf::down_msg& m) {
   watched_.erase(m.source);

@@ -15,6 +15,7 @@
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <caf/actor_addr.hpp>
 #include <caf/actor_cast.hpp>
@@ -51,7 +52,10 @@ class call_replies {
   void down(const caf::down_msg& m);
 
   /// Answers still awaited.
-  std::size_t waiting() const { return checks_.size() + results_.size(); }
+  std::size_t waiting() const { return checks_.live.size() + results_.live.size(); }
+
+  /// Nodes kept for reuse per table at most (a burst of calls leaves this many behind).
+  static constexpr std::size_t max_spare_nodes = 256;
 
  private:
   template <class T>
@@ -59,8 +63,14 @@ class call_replies {
     caf::actor_addr from;
     handler<T> k;
   };
+  // The waiting calls by ticket, and the nodes of answered ones kept for the next calls: a
+  // call in the steady state then allocates no node of its own.
   template <class T>
-  using table = std::unordered_map<std::uint64_t, waiter<T>>;
+  struct table {
+    using map = std::unordered_map<std::uint64_t, waiter<T>>;
+    map live;
+    std::vector<typename map::node_type> spare;
+  };
 
   template <class Self, class Handle>
   caf::actor_addr watch(Self* self, const Handle& to) {
@@ -72,7 +82,15 @@ class call_replies {
   template <class T>
   std::uint64_t add(table<T>& t, caf::actor_addr from, handler<T> k) {
     const std::uint64_t ticket = ++last_ticket_;  // 0 is "no ticket"
-    t.emplace(ticket, waiter<T>{std::move(from), std::move(k)});
+    if (t.spare.empty()) {
+      t.live.emplace(ticket, waiter<T>{std::move(from), std::move(k)});
+      return ticket;
+    }
+    auto node = std::move(t.spare.back());
+    t.spare.pop_back();
+    node.key() = ticket;
+    node.mapped() = waiter<T>{std::move(from), std::move(k)};
+    t.live.insert(std::move(node));
     return ticket;
   }
 

@@ -133,3 +133,25 @@ TEST_CASE_METHOD(rig, "every call waiting on an actor that goes down is told so"
   CHECK(receive_lines(self, 1) == std::vector<std::string>{"ok-3 allowed: for ok-3"});
   for (auto a : {other, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_METHOD(rig, "a ticket answered twice does not reach the call that took its place", "[runtime][calls]") {
+  // An answered call's place in the table is kept for the next call; the next call has its
+  // own ticket, and a late or repeated answer to the old one still finds nobody.
+  auto checker = sys.spawn(holding_checker, std::string("ok"));
+  auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1"});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 1"});
+  self->send(checker, release_atom::value);
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"ok-1 allowed: for ok-1"});
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-2"});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 1"});
+  actors::check_outcome stale;
+  stale.ticket = 1;
+  stale.reason = "a second answer to ok-1";
+  self->send(c, stale);
+  self->send(c, go_atom::value, checker, std::vector<std::string>{});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 1"});
+  self->send(checker, release_atom::value);
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"ok-2 allowed: for ok-2"});
+  for (auto a : {checker, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
