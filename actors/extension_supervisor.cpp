@@ -7,6 +7,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -79,6 +80,10 @@ struct supervisor_state {
   // One timer per supervisor, not one per call: each delayed message is a wake-up of CAF's
   // clock thread, which cost more than the rest of a call's bookkeeping (issue 7).
   deadline_map deadlines;
+  // The two nodes of each finished call, kept for the next calls (emptied, at most
+  // max_spare_nodes): a call in the steady state allocates none for its bookkeeping.
+  std::vector<std::map<std::int64_t, inflight>::node_type> spare_calls;
+  std::vector<deadline_map::node_type> spare_deadlines;
   std::int64_t armed = 0;  // the deadline the pending sweep was scheduled for; 0 = none
   std::map<std::int64_t, std::uint64_t> cancelled;  // rpc id → generation, awaiting any reply
   std::deque<queued_call> waiting;                  // calls that arrived before ready
@@ -180,15 +185,39 @@ void send_call(self_ptr self, tool_call call, ticketed_promise<call_result> rp) 
   std::int64_t id = ++st.next_id;
   write_line(self, io::encode_execute_request(id, call.tool_call_id, call.tool, call.input, call.cwd, call.session_id));
   std::uint64_t timeout = call.timeout_ms ? call.timeout_ms : st.cfg.call_timeout_ms;
-  auto deadline = st.deadlines.emplace(now_ms() + static_cast<std::int64_t>(timeout), id);
-  st.calls.emplace(id, inflight{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to), deadline});
+  const std::int64_t due = now_ms() + static_cast<std::int64_t>(timeout);
+  inflight c{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to), {}};
+  if (st.spare_calls.empty()) {
+    c.deadline = st.deadlines.emplace(due, id);
+    st.calls.emplace(id, std::move(c));
+  } else {  // a spare of each: spare_calls and spare_deadlines grow and shrink together
+    auto d = std::move(st.spare_deadlines.back());
+    st.spare_deadlines.pop_back();
+    d.key() = due;
+    d.mapped() = id;
+    c.deadline = st.deadlines.insert(std::move(d));
+    auto n = std::move(st.spare_calls.back());
+    st.spare_calls.pop_back();
+    n.key() = id;
+    n.mapped() = std::move(c);
+    st.calls.insert(std::move(n));
+  }
   arm_sweep(self);
 }
 
-// Forgets call `id`'s bookkeeping (its answer has been delivered or will not be).
+// Calls whose nodes are kept for reuse, at most (a burst leaves this many behind).
+constexpr std::size_t max_spare_nodes = 256;
+
+// Forgets call `id`'s bookkeeping (its answer has been delivered or will not be). Its nodes are
+// kept, emptied, for the next call.
 void forget_call(self_ptr self, std::map<std::int64_t, inflight>::iterator it) {
-  self->state.deadlines.erase(it->second.deadline);
-  self->state.calls.erase(it);
+  auto& st = self->state;
+  auto d = st.deadlines.extract(it->second.deadline);
+  auto n = st.calls.extract(it);
+  if (st.spare_calls.size() >= max_spare_nodes) return;
+  n.mapped() = {};  // holds nothing of the call: no promise, no actor handle
+  st.spare_calls.push_back(std::move(n));
+  st.spare_deadlines.push_back(std::move(d));
 }
 
 // Starts the cancel chain for call `id`: notify, wait the grace, SIGTERM, wait, SIGKILL.

@@ -180,6 +180,27 @@ TEST_CASE_METHOD(runtime_fixture, "a hung call times out with -32004 and the kil
   CHECK(testing::processes_mentioning(folder).empty());
 }
 
+TEST_CASE_METHOD(runtime_fixture, "each call keeps its own deadline after earlier calls ended", "[runtime][supervisor]") {
+  // A finished call's bookkeeping is reused by the next call: the next call's deadline and id
+  // must be its own, not the finished call's.
+  auto cfg = config_for("echo-py");
+  cfg.call_timeout_ms = 1000;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  CHECK(text_of(call(sup, "echo", {{"text", "first"}}, "c1")) == "first");
+  std::this_thread::sleep_for(1200ms);  // the first call's deadline has passed
+  // Made now, it has a second left: its 300 ms sleep ends in time.
+  auto r = call(sup, "sleep", {{"ms", 300}}, "c2");
+  CHECK(r.ok);
+  CHECK(text_of(r) == "slept 300 ms");
+  // And a call that outlives its own deadline is still timed out.
+  auto before = std::chrono::steady_clock::now();
+  CHECK(call(sup, "sleep", {{"ms", 4000}}, "c3").code == io::rpc_error::cancelled);
+  CHECK(std::chrono::steady_clock::now() - before < 3s);
+  CHECK(text_of(call(sup, "echo", {{"text", "last"}}, "c4")) == "last");
+  stop(sup);
+}
+
 TEST_CASE_METHOD(runtime_fixture, "an extension that ignores SIGTERM is killed after the grace", "[runtime][supervisor]") {
   auto cfg = config_for("hang-ignore-term");
   cfg.call_timeout_ms = 200;
