@@ -73,6 +73,10 @@ struct writer_state {
   std::vector<policy::audit_lines> pending;  // appended batches, written together by the next flush
   std::size_t pending_bytes = 0;
   std::vector<waiter> waiters;             // answered after the next flush
+  // The two vectors of an earlier flush, emptied with their room kept: the next batch goes
+  // into them, so a flush in the steady state allocates neither.
+  std::vector<policy::audit_lines> spare_pending;
+  std::vector<waiter> spare_waiters;
   std::deque<unsynced_batch> unsynced;     // fsync durability, oldest first
   std::size_t syncing = 0;                 // the first `syncing` of them are being synced now
   syncer_actor syncer;                     // made at the first deferred sync
@@ -167,6 +171,15 @@ bool try_open(self_ptr self) {
   return true;
 }
 
+// A flushed batch's vectors go back to the state, emptied (every waiter in them answered or
+// moved on), as the spares of the next flush.
+void keep_for_reuse(writer_state& st, std::vector<policy::audit_lines>& batch, std::vector<waiter>& waiters) {
+  batch.clear();
+  waiters.clear();
+  if (batch.capacity() > st.spare_pending.capacity()) st.spare_pending.swap(batch);
+  if (waiters.capacity() > st.spare_waiters.capacity()) st.spare_waiters.swap(waiters);
+}
+
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_scheduled = false;
@@ -176,7 +189,10 @@ void flush(self_ptr self) {
   st.pending_bytes = 0;
   std::vector<waiter> waiters;
   waiters.swap(st.waiters);
-  // The next batch is likely as large: room for it now, not a regrowth per doubling.
+  // The next batch is likely as large: room for it now, not a regrowth per doubling (none in
+  // the steady state: the spares have it).
+  st.pending.swap(st.spare_pending);
+  st.waiters.swap(st.spare_waiters);
   st.pending.reserve(batch.size());
   st.waiters.reserve(waiters.size());
   std::uint64_t last = 0;
@@ -203,12 +219,14 @@ void flush(self_ptr self) {
   }
   if (why.empty() && !batch.empty() && st.log->sync_handle()) {
     st.unsynced.push_back({std::move(waiters), last, st.log->last_append_start(), st.log->sync_handle()});
+    keep_for_reuse(st, batch, waiters);
     start_sync(self);
     return;
   }
   // Fail closed: every decision waiting on a batch that was not written is refused.
   st.report(why);
   writer_state::answer(waiters, last, why);
+  keep_for_reuse(st, batch, waiters);
 }
 
 // A kept audit.lock goes back lock_hold_ms after it was taken, whether batches still come or

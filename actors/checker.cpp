@@ -54,6 +54,7 @@ struct checker_state {
   audit_sink_actor audit;
   policy::audit_lines lines;                 // decided, not yet sent to the writer
   std::vector<waiting_reply> replies;        // released once those lines are durable
+  std::vector<waiting_reply> spare_replies;  // an answered append's, emptied: the next round's
   std::vector<std::string> ignore_patterns;  // auditIgnorePatterns
   bool flush_scheduled = false;
   io::real_path_resolver resolver;
@@ -190,16 +191,21 @@ void send_lines(checker_ptr self) {
   s.replies.clear();
   policy::audit_lines batch;
   std::swap(batch, s.lines);
-  // The next round is likely as large: room for it now, not a regrowth per doubling.
+  // The next round is likely as large: room for it now, not a regrowth per doubling (none in
+  // the steady state: the spare of an answered round has it).
+  s.replies.swap(s.spare_replies);
   s.replies.reserve(replies->size());
   s.lines.reserve(batch.size(), batch.bytes());
   self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
       .then(
-          [replies](audit_ack& ack) {
+          [self, replies](audit_ack& ack) {
             for (auto& w : *replies) {
               if (ack.error.empty()) w.rp.deliver(std::move(w.outcome));
               else w.rp.deliver(audit_failed(w, ack.error));
             }
+            replies->clear();  // every one answered
+            auto& spare = self->state.spare_replies;
+            if (replies->capacity() > spare.capacity()) spare.swap(*replies);
           },
           [replies](caf::error&) {
             for (auto& w : *replies) w.rp.deliver(audit_failed(w, "the audit writer is gone"));

@@ -37,6 +37,7 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
     // first), and its audit line then names the subject; the others are checked bare.
     capability_set covered;
     for (const gate_check& c : checks) covered.insert(c.cap);
+    if (required.minus(covered).empty()) return std::move(checks);  // nothing bare: no second vector
     std::vector<gate_check> out;
     required.minus(covered).for_each([&](capability c) { out.push_back({c, subject_kind::none, {}, {}, {}}); });
     out.insert(out.end(), std::make_move_iterator(checks.begin()), std::make_move_iterator(checks.end()));
