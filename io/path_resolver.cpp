@@ -42,9 +42,9 @@ policy::error fail(std::string_view path, std::string_view why) {
                             "cannot resolve '" + std::string(path) + "': " + std::string(why));
 }
 
-// openat2(path, O_PATH, resolve): a descriptor that opens nothing (no device, FIFO or file is
-// touched), or -1 with errno (ENAMETOOLONG for a path too long to copy).
-int open_path(std::string_view path, std::uint64_t resolve) {
+// openat2(path, O_PATH | flags, resolve): a descriptor that opens nothing (no device, FIFO or
+// file is touched), or -1 with errno (ENAMETOOLONG for a path too long to copy).
+int open_path(std::string_view path, std::uint64_t resolve, std::uint64_t flags = 0) {
   if (path.size() >= PATH_MAX) {
     errno = ENAMETOOLONG;
     return -1;
@@ -53,7 +53,7 @@ int open_path(std::string_view path, std::uint64_t resolve) {
   std::memcpy(name, path.data(), path.size());
   name[path.size()] = '\0';
   open_how how{};
-  how.flags = O_PATH | O_CLOEXEC;
+  how.flags = O_PATH | O_CLOEXEC | flags;
   how.resolve = resolve;
   return static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
 }
@@ -137,15 +137,20 @@ bool canonical(std::string_view p) {
 
 enum class first_look { own, link, unknown };
 
-// The commonest case in one or two syscalls: a canonical path the kernel walks without
-// meeting any symlink (RESOLVE_NO_SYMLINKS stops at the first one, the last component
-// included) is its own resolution, and so is one whose walk stops at a missing component or a
-// non-directory before meeting any: the component walk would append the rest as written.
-// `link` when the walk met a symlink (ELOOP); `unknown` otherwise (a non-canonical path, or an
-// error such as EACCES the walk reports).
+// The commonest case in one system call: a canonical path the kernel walks without meeting any
+// symlink (RESOLVE_NO_SYMLINKS stops at the first one, the last component included) is its
+// own resolution, and so is one whose walk stops at a missing component or a non-directory
+// before meeting any: the component walk would append the rest as written. `link` when the
+// walk met a symlink (ELOOP); `unknown` otherwise (a non-canonical path, or an error such as
+// EACCES the walk reports).
+//
+// O_DIRECTORY: a walk that ends on anything but a folder fails with ENOTDIR, and only after
+// the whole walk, the last component's link check included. So for a file, the commonest
+// subject, no descriptor is made and none has to be closed: one system call instead of two
+// (docs/performance.md, "A file's first look without a descriptor"). A folder still gets one.
 first_look look_for_links(std::string_view path) {
   if (!canonical(path)) return first_look::unknown;
-  int fd = open_path(path, RESOLVE_NO_SYMLINKS);
+  int fd = open_path(path, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
   if (fd >= 0) {
     ::close(fd);
     return first_look::own;
