@@ -201,6 +201,24 @@ void BM_Decide_ResolvedPath_NoLinks(benchmark::State& state) {
 }
 BENCHMARK(BM_Decide_ResolvedPath_NoLinks);
 
+// The kinds of path without links, each alone. The resolver's first look (openat2 with
+// RESOLVE_NO_SYMLINKS and O_DIRECTORY) ends differently for each: for an existing file it
+// fails with ENOTDIR after the whole walk, with no descriptor made; for a folder it succeeds,
+// and the descriptor is closed (a file cost this too before 2026-12-03); for a new file it
+// fails with ENOENT.
+void BM_Decide_ResolvedPath_File(benchmark::State& state) {
+  decide_resolved(state, std::array<std::string, 1>{tree().checked[0]});
+}
+BENCHMARK(BM_Decide_ResolvedPath_File);
+void BM_Decide_ResolvedPath_Folder(benchmark::State& state) {
+  decide_resolved(state, std::array<std::string, 1>{tree().root + "/proj/src/auth"});
+}
+BENCHMARK(BM_Decide_ResolvedPath_Folder);
+void BM_Decide_ResolvedPath_NewFile(benchmark::State& state) {
+  decide_resolved(state, std::array<std::string, 1>{tree().root + "/proj/src/auth/new-file.ts"});
+}
+BENCHMARK(BM_Decide_ResolvedPath_NewFile);
+
 // The resolver alone (what decide adds over the lexical check is this plus a second match).
 void BM_RealPathResolver_Resolve(benchmark::State& state) {
   symlink_tree& t = tree();
@@ -272,6 +290,11 @@ class report : public dhara::bench::ratio_reporter {
     if (resolved > 0) std::printf("check with symlink resolution: %.2f us/check (target <= 3 us)\n", 1e6 / resolved);
     if (double plain = rate("BM_Decide_ResolvedPath_NoLinks"); plain > 0)
       std::printf("  the same, paths without links (an existing file, a new one): %.2f us/check\n", 1e6 / plain);
+    if (double file = rate("BM_Decide_ResolvedPath_File"), folder = rate("BM_Decide_ResolvedPath_Folder"),
+        fresh = rate("BM_Decide_ResolvedPath_NewFile");
+        file > 0 && folder > 0 && fresh > 0)
+      std::printf("  each alone: an existing file %.2f us, a folder %.2f us (one descriptor to close), a new file %.2f us\n",
+                  1e6 / file, 1e6 / folder, 1e6 / fresh);
     if (resolved > 0 && real > 0) std::printf("  vs realpath(3) of the same paths: %.2fx its time (realpath %.2f us)\n", real / resolved, 1e6 / real);
     if (resolved > 0 && walk > 0) std::printf("  vs a bare lstat walk:             %.2fx its time (lstat walk %.2f us)\n", walk / resolved, 1e6 / walk);
     if (resolver > 0) std::printf("  of which real_path_resolver::resolve: %.2f us\n", 1e6 / resolver);
