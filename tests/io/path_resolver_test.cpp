@@ -161,6 +161,9 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
       t / "real/deep/er/file.txt/x",  // through a regular file (ENOTDIR)
       t / "real//deep/./er",          t / "real/deep/er/",        t / "abs/deep/../missing/x",
       t / "real/missing/deeper/y",    t / "real",
+      // Ending in a link to a folder: the first look asks for a folder (O_DIRECTORY), and a
+      // link there must still be met as a link, not taken for the folder it names.
+      t / "abs",                      t / "chain",                t / "real/deep/up",
   };
   io::real_path_resolver r;
   // Twice: the second round finds the folders where the first met links in this thread's
