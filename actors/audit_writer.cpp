@@ -172,12 +172,15 @@ bool try_open(self_ptr self) {
 }
 
 // A flushed batch's vectors go back to the state, emptied (every waiter in them answered or
-// moved on), as the spares of the next flush.
+// moved on), as the spares of the next flush; a burst's larger ones are let go.
+constexpr std::size_t max_spare_room = 4096;
+
 void keep_for_reuse(writer_state& st, std::vector<policy::audit_lines>& batch, std::vector<waiter>& waiters) {
   batch.clear();
   waiters.clear();
-  if (batch.capacity() > st.spare_pending.capacity()) st.spare_pending.swap(batch);
-  if (waiters.capacity() > st.spare_waiters.capacity()) st.spare_waiters.swap(waiters);
+  if (batch.capacity() > st.spare_pending.capacity() && batch.capacity() <= max_spare_room) st.spare_pending.swap(batch);
+  if (waiters.capacity() > st.spare_waiters.capacity() && waiters.capacity() <= max_spare_room)
+    st.spare_waiters.swap(waiters);
 }
 
 void flush(self_ptr self) {

@@ -11,18 +11,17 @@ namespace dhara::actors {
 namespace {
 
 // Runs and forgets the handler of `ticket`. It is taken out of the table first: it may start
-// another call, which adds to the table (and may reuse this node).
+// another call, which adds to the table. The node is kept for a later call only once the
+// handler has run, so nothing that could fail comes between the answer and its handler.
 template <class Table, class T>
 void answer(Table& t, T& x, std::size_t max_spare) {
   auto it = t.live.find(x.ticket);
   if (it == t.live.end()) return;
   auto node = t.live.extract(it);
   auto k = std::move(node.mapped().k);
-  if (t.spare.size() < max_spare) {
-    node.mapped() = {};  // holds nothing of the call it served
-    t.spare.push_back(std::move(node));
-  }
+  node.mapped() = {};  // holds nothing of the call it served
   k(&x, caf::error{});
+  if (t.spare.size() < max_spare) t.spare.push_back(std::move(node));
 }
 
 // Tells every call waiting on `source` that its answer will not come.

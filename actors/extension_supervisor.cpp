@@ -187,10 +187,10 @@ void send_call(self_ptr self, tool_call call, ticketed_promise<call_result> rp) 
   std::uint64_t timeout = call.timeout_ms ? call.timeout_ms : st.cfg.call_timeout_ms;
   const std::int64_t due = now_ms() + static_cast<std::int64_t>(timeout);
   inflight c{std::move(rp), std::move(call.tool_call_id), std::move(call.progress_to), {}};
-  if (st.spare_calls.empty()) {
+  if (st.spare_calls.empty() || st.spare_deadlines.empty()) {
     c.deadline = st.deadlines.emplace(due, id);
     st.calls.emplace(id, std::move(c));
-  } else {  // a spare of each: spare_calls and spare_deadlines grow and shrink together
+  } else {
     auto d = std::move(st.spare_deadlines.back());
     st.spare_deadlines.pop_back();
     d.key() = due;
