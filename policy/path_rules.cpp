@@ -106,11 +106,12 @@ bool match_segment(std::string_view pat, std::string_view seg) {
 
 // Reads the segment starting at or after `pos` (skipping slashes); returns it and moves
 // `pos` past it. An empty view means no more segments.
-std::string_view next_segment(std::string_view s, std::size_t& pos) {
-  while (pos < s.size() && s[pos] == '/') ++pos;
-  std::size_t start = pos;
-  while (pos < s.size() && s[pos] != '/') ++pos;
-  return s.substr(start, pos - start);
+[[gnu::always_inline]] inline std::string_view next_segment(std::string_view s, std::size_t& pos) {
+  const std::size_t n = s.size();
+  while (pos < n && s[pos] == '/') ++pos;
+  const std::size_t start = pos;
+  while (pos < n && s[pos] != '/') ++pos;
+  return {s.data() + start, pos - start};  // start <= pos <= n: no bounds check needed
 }
 
 // Segment-level matching where `**` stands for any number of whole segments. Positions
@@ -202,8 +203,11 @@ std::uint32_t trie_node_for(std::vector<path_trie_node>& trie, trie_index& child
 std::uint32_t trie_child(const std::vector<path_trie_node>& trie, const path_trie_node& node, std::string_view seg) {
   const auto& c = node.children;
   if (c.size() <= 8) {
-    for (std::uint32_t i : c)
-      if (trie[i].segment == seg) return i;
+    // Siblings mostly differ in their first byte: compared before the rest (seg is never empty).
+    for (std::uint32_t i : c) {
+      const std::string& s = trie[i].segment;
+      if (s.size() == seg.size() && s[0] == seg[0] && std::memcmp(s.data(), seg.data(), seg.size()) == 0) return i;
+    }
     return 0;
   }
   auto it = std::lower_bound(c.begin(), c.end(), seg,
@@ -235,7 +239,8 @@ void build_trie(path_rule_set& set) {
 }
 
 // Visits one trie node on the walk: records the first denied and allowed matches.
-void visit(const path_rule_set& rules, const path_trie_node& n, std::string_view path, path_matches& m) {
+[[gnu::always_inline]] inline void visit(const path_rule_set& rules, const path_trie_node& n, std::string_view path,
+                                         path_matches& m) {
   if (!m.denied) {
     if (n.denied >= 0) m.denied = &rules.denied[static_cast<std::size_t>(n.denied)];
     for (std::uint32_t g : n.denied_globs)
@@ -484,6 +489,9 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
     push_segments(input, lexical);
     if (lexical.empty()) lexical.push_back('/');
+    ok = true;
+  } else if (is_normalized_abs(input)) {
+    lexical.assign(input);  // already in the form normalization returns: one scan, one copy
     ok = true;
   } else {
     ok = normalize_path_into(input, cwd, lexical);

@@ -123,6 +123,13 @@ TEST_CASE("hostile paths against allowed project and denied entries", "[policy][
       {"/home/u/proj/secrets", false, "deny entry itself"},
       {"/home/u/proj/secrets/key.pem", false, "deny inside allow"},
       {"/home/u/proj/secrets/../ok.txt", true, "deny entry left lexically"},
+      // Absolute paths not yet in normal form must not take the shortcut for normal ones.
+      {"/home/u/proj//secrets/key.pem", false, "doubled slash before a deny entry"},
+      {"/home/u/proj/./secrets/key.pem", false, "/./ before a deny entry"},
+      {"/home/u/proj/x/../secrets/key.pem", false, "/x/../ before a deny entry"},
+      {"/home/u/proj/secrets/", false, "deny entry with a trailing slash"},
+      {"/home/u/proj/secrets/.", false, "deny entry with a trailing /."},
+      {"/home/u/proj/.../x", true, "a segment of three dots is a name"},
       {"/home/u/proj/sub/.env", false, "deny glob inside allow"},
       {"/home/u/proj/.env", false, "deny glob ** matching zero segments"},
       {"~/.ssh/id_rsa", false, "built-in ~/.ssh via ~"},
