@@ -121,17 +121,7 @@ struct disk_project {
     for (const char* f : {"src/auth/login.ts", "package.json", "src/index.ts", "docs/README.md"}) std::ofstream(proj / f) << "x\n";
     fixture.config.allowed_paths[0] = proj.string();
     fixture.config.denied_paths[0] = (proj / "secrets").string();
-    policy::snapshot_input in;
-    in.config = &fixture.config;
-    in.home = dir.home().string();
-    in.dhara_home = dir.dhara_home().string();
-    in.project_root = proj.string();
-    in.cwd = proj.string();
-    for (std::size_t i = 0; i < fixture.manifests.size(); ++i)
-      in.extensions.push_back({&fixture.manifests[i], in.dhara_home + "/extensions/" + fixture.manifests[i].name,
-                               &fixture.perms[i]});
-    static const policy::lexical_resolver lexical;
-    if (auto compiled = policy::compile_snapshot(in, lexical)) snap = std::make_shared<const policy::policy_snapshot>(std::move(*compiled));
+    snap = fixture.compile_at(dir.home().string(), proj.string());
   }
 };
 

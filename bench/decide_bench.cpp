@@ -150,17 +150,7 @@ struct symlink_tree {
 
     fixture.config.allowed_paths = {root + "/proj", root + "/shared"};
     fixture.config.denied_paths = {root + "/proj/secrets", "~/.aws/", root + "/shared/private"};
-    snapshot_input in;
-    in.config = &fixture.config;
-    in.home = root + "/home";
-    in.dhara_home = root + "/home/.dhara";
-    in.project_root = root + "/proj";
-    in.cwd = root + "/proj";
-    for (std::size_t i = 0; i < fixture.manifests.size(); ++i)
-      in.extensions.push_back({&fixture.manifests[i], in.dhara_home + "/extensions/" + fixture.manifests[i].name,
-                               &fixture.perms[i]});
-    auto compiled = compile_snapshot(in, resolver);
-    if (compiled) snap = std::make_shared<const policy_snapshot>(std::move(*compiled));
+    snap = fixture.compile_at(root + "/home", root + "/proj", false, &resolver);
   }
   ~symlink_tree() {
     std::error_code ec;

@@ -59,15 +59,23 @@ struct policy_fixture {
   /// Compiles the snapshot (lexical resolver unless one is given).
   std::shared_ptr<const policy::policy_snapshot> compile(bool interactive = false,
                                                          const policy::path_resolver* resolver = nullptr) const {
+    return compile_at("/home/u", "/home/u/proj", interactive, resolver);
+  }
+
+  /// The same with HOME and the project elsewhere (a tree on disk): DHARA_HOME is
+  /// `home`/.dhara and the session's cwd is the project. The config's paths are as set.
+  std::shared_ptr<const policy::policy_snapshot> compile_at(const std::string& home, const std::string& project,
+                                                            bool interactive = false,
+                                                            const policy::path_resolver* resolver = nullptr) const {
     policy::snapshot_input in;
     in.config = &config;
-    in.home = "/home/u";
-    in.dhara_home = "/home/u/.dhara";
-    in.project_root = "/home/u/proj";
-    in.cwd = "/home/u/proj";
+    in.home = home;
+    in.dhara_home = home + "/.dhara";
+    in.project_root = project;
+    in.cwd = project;
     in.interactive = interactive;
     for (std::size_t i = 0; i < manifests.size(); ++i)
-      in.extensions.push_back({&manifests[i], "/home/u/.dhara/extensions/" + manifests[i].name, &perms[i]});
+      in.extensions.push_back({&manifests[i], in.dhara_home + "/extensions/" + manifests[i].name, &perms[i]});
     static const policy::lexical_resolver lexical;
     auto snap = policy::compile_snapshot(in, resolver ? *resolver : lexical);
     if (!snap) return nullptr;
