@@ -2,6 +2,7 @@
 // of each component, following dangling links too) and executable location on PATH.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,17 @@ namespace dhara::io {
 /// syscalls); one whose links are all plain symlinks and which exists is resolved in one
 /// kernel walk (three syscalls); everything else (a missing component behind a link, dangling
 /// links, /proc's magic links) goes through the component walk, one `lstat` per component.
-/// The result is the same either way. A path in a folder where this thread last met a link
-/// skips the first look (a hint kept per thread, never an answer: every path is resolved anew).
+/// The result is the same either way. A path under a symlink this thread met as the first
+/// link of an earlier path's walk takes two syscalls instead: the link is read anew and its
+/// target spliced in, and the kernel walks the spliced path without meeting a link (or the
+/// usual way follows). A path in a folder where that could not answer skips the first look.
+/// Both are hints kept per thread, never answers: every path is resolved anew.
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;
+  /// How many of this thread's resolutions were answered through a known link (tests and
+  /// benchmarks read it to tell the ways apart).
+  static std::uint64_t known_link_answers();
   /// The two ways on their own (tests compare them). The kernel's answers only where the
   /// whole path exists through plain symlinks, otherwise nothing.
   static policy::result<std::string> resolve_by_walk(std::string_view normalized_abs);

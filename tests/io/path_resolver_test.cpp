@@ -150,6 +150,7 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
   fs::create_symlink("er/file.txt", t / "real/deep/to-file");          // a link to a file
   fs::create_directory_symlink(".//./deep/", t / "real/messy");        // a target with ./ and //
   fs::create_directory_symlink("../../../../../../../..", t / "real/root-up");  // past the root
+  fs::create_directory_symlink("er/../../deep", t / "real/deep/back");  // a `..` after a name
   fs::create_symlink(t / "missing/file", t / "dangling");
   fs::create_symlink("/proc/self/root", t / "magic");                  // through /proc
   const std::vector<std::string> paths{
@@ -164,11 +165,12 @@ TEST_CASE("the kernel's one-walk resolution agrees with the component walk", "[i
       // Ending in a link to a folder: the first look asks for a folder (O_DIRECTORY), and a
       // link there must still be met as a link, not taken for the folder it names.
       t / "abs",                      t / "chain",                t / "real/deep/up",
+      t / "real/deep/back/er/file.txt", t / "rel/back/er",
   };
   io::real_path_resolver r;
-  // Twice: the second round finds the folders where the first met links in this thread's
-  // hint, and goes to the kernel's one walk without the first look.
-  for (int round = 0; round < 2; ++round) {
+  // Three times: the later rounds find the links the first met in this thread's known links
+  // (read anew and spliced in), or their folders in its hint (the kernel's one walk at once).
+  for (int round = 0; round < 3; ++round) {
     for (const std::string& p : paths) {
       INFO(round << ": " << p);
       auto fast = r.resolve(p);
@@ -235,7 +237,9 @@ TEST_CASE("a forked child resolves through its own descriptors and not through i
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::close(decoy);  // the lowest free number in the child, still the decoy in the parent
-    auto got = r.resolve(t / "link/deep/f");
+    // The kernel's answer itself: resolve() would now take the link it knows, which reads
+    // no descriptor's entry.
+    auto got = io::real_path_resolver::resolve_in_kernel(t / "link/deep/f");
     ::_exit(got && *got == t / "real/deep/f" ? 0 : 1);
   }
   int status = 0;
@@ -243,4 +247,78 @@ TEST_CASE("a forked child resolves through its own descriptors and not through i
   ::close(decoy);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a link known from an earlier path is read anew for every path under it", "[io][resolver]") {
+  // After a first path through proj/lib, a path under it is resolved by reading the link and
+  // walking its target spliced in. Whatever the link became meanwhile, each answer must be the
+  // component walk's, and the known link must answer only where it can.
+  if (!io::real_path_resolver::resolve_in_kernel("/")) {
+    WARN("this kernel has no openat2 (Linux 5.6 or later): only the walk resolves, nothing to check");
+    return;
+  }
+  temp_tree t;
+  fs::create_directories(t / "proj/src");
+  fs::create_directories(t / "elsewhere");
+  fs::create_directories(t / "other");
+  touch(t / "proj/src/a.ts");
+  touch(t / "proj/file.txt");
+  fs::create_directory_symlink(t / "elsewhere", t / "proj/x");  // met only by a `..` after a name
+  fs::create_directory_symlink("src", t / "proj/x2");           // a link the target can go through
+  fs::create_directory_symlink("src", t / "proj/lib");
+  io::real_path_resolver r;
+  auto check = [&](const std::string& path, const std::string& expected, bool through_known_link) {
+    std::error_code no_link;
+    INFO(path << " (proj/lib -> '" << fs::read_symlink(t / "proj/lib", no_link).string() << "')");
+    const std::uint64_t before = io::real_path_resolver::known_link_answers();
+    auto got = r.resolve(path);
+    REQUIRE(got);
+    CHECK(*got == expected);
+    auto walked = io::real_path_resolver::resolve_by_walk(path);
+    REQUIRE(walked);
+    CHECK(*walked == expected);
+    CHECK((io::real_path_resolver::known_link_answers() == before + 1) == through_known_link);
+  };
+  auto relink = [&](const std::string& target) {
+    fs::remove(t / "proj/lib");
+    fs::create_symlink(target, t / "proj/lib");
+  };
+  const std::string a = t / "proj/lib/a.ts";
+
+  check(a, t / "proj/src/a.ts", false);  // the first look meets the link, which is kept
+  check(a, t / "proj/src/a.ts", true);
+  check(t / "proj/lib/new/b.ts", t / "proj/src/new/b.ts", true);  // not there yet
+  check(t / "proj/lib", t / "proj/src", true);                    // the link itself
+  relink("../elsewhere");  // a relative target that climbs first
+  check(a, t / "elsewhere/a.ts", true);
+  relink(t / "other");  // an absolute one
+  check(a, t / "other/a.ts", true);
+
+  // A `..` after a name: the spliced walk could stop at file.txt before it, where the component
+  // walk goes on and meets x. The known link does not answer, and is forgotten.
+  relink("file.txt/../x");
+  check(a, t / "elsewhere/a.ts", false);
+  relink("src");
+  check(a, t / "proj/src/a.ts", false);  // its folder now goes to the kernel's walk at once
+  check(t / "proj/lib/d1/c.ts", t / "proj/src/d1/c.ts", false);  // another folder: kept again
+
+  // A target through another link: the spliced walk meets x2 and the usual way answers.
+  relink("x2");
+  check(t / "proj/lib/d2/c.ts", t / "proj/src/d2/c.ts", false);
+  relink("src");
+  check(t / "proj/lib/d3/c.ts", t / "proj/src/d3/c.ts", false);  // kept again
+
+  // The link became a folder.
+  fs::remove(t / "proj/lib");
+  fs::create_directories(t / "proj/lib");
+  check(t / "proj/lib/d4/c.ts", t / "proj/lib/d4/c.ts", false);
+
+  // A link again, and then its own folder became a link: the relative target, read through
+  // that link, is spliced under proj, whose walk now meets a link.
+  fs::remove(t / "proj/lib");
+  fs::create_directory_symlink("src", t / "proj/lib");
+  check(t / "proj/lib/d5/c.ts", t / "proj/src/d5/c.ts", false);  // kept again
+  fs::rename(t / "proj", t / "proj-real");
+  fs::create_directory_symlink("proj-real", t / "proj");
+  check(t / "proj/lib/d6/c.ts", t / "proj-real/src/d6/c.ts", false);
 }
