@@ -42,9 +42,9 @@ policy::error fail(std::string_view path, std::string_view why) {
                             "cannot resolve '" + std::string(path) + "': " + std::string(why));
 }
 
-// openat2(path, O_PATH | flags, resolve): a descriptor that opens nothing (no device, FIFO or
+// openat2(dir, path, O_PATH | flags, resolve): a descriptor that opens nothing (no device, FIFO or
 // file is touched), or -1 with errno (ENAMETOOLONG for a path too long to copy).
-int open_path(std::string_view path, std::uint64_t resolve, std::uint64_t flags = 0) {
+int open_path(std::string_view path, std::uint64_t resolve, std::uint64_t flags = 0, int dir = AT_FDCWD) {
   if (path.size() >= PATH_MAX) {
     errno = ENAMETOOLONG;
     return -1;
@@ -55,7 +55,7 @@ int open_path(std::string_view path, std::uint64_t resolve, std::uint64_t flags 
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | flags;
   how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, name, &how, sizeof how));
+  return static_cast<int>(::syscall(SYS_openat2, dir, name, &how, sizeof how));
 }
 
 // Bumped in every child that fork() makes, before the child runs anything else: a descriptor
@@ -213,39 +213,53 @@ ssize_t read_link(std::string_view path, char (&out)[PATH_MAX]) {
   return n;
 }
 
-// Whether every `..` of a link's target comes before its first name ("../../a/b" yes,
-// "a/../b" no). Only then does the kernel's walk of the spliced path fail, if it fails, after
-// the last `..`, where applying the rest as written is what the component walk does too.
-bool dots_lead(std::string_view target) {
-  bool named = false;
+// Whether `target` has a `..` segment.
+bool climbs(std::string_view target) {
   for (std::size_t i = 0; i < target.size();) {
     std::size_t next = target.find('/', i);
     if (next == std::string_view::npos) next = target.size();
-    const std::string_view seg = target.substr(i, next - i);
-    if (seg == "..") {
-      if (named) return false;
-    } else if (!seg.empty() && seg != ".") {
-      named = true;
-    }
+    if (target.substr(i, next - i) == "..") return true;
     i = next + 1;
   }
-  return true;
+  return false;
 }
+
+// "/" as a descriptor (opened once, kept), for walks scoped beneath it; -1 if it cannot be.
+int root_dir() {
+  static const int fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return fd;
+}
+
+enum class splice {
+  answered,  // `out` holds the resolution
+  no_link,   // the known link is no symlink any more (or is gone)
+  not_now,   // this path cannot be answered this way (missing, a race, an error)
+  never,     // the target leads through another link or above "/": not worth trying again
+};
 
 // The resolution of `path` through `link`, a component prefix of it and the first symlink
 // its walk meets, in two system calls instead of the kernel walk's three (~2.6 against
-// ~4.6 µs here, docs/performance.md, "Paths through a known link"): the link's target is
+// ~4.6 µs here, docs/performance.md, "Paths through a known link"; three, with a `close`,
+// for a target with `..`): the link's target is
 // read anew, spliced in as the kernel splices it (a relative target continues from the
 // link's folder), and the spliced path is walked with RESOLVE_NO_SYMLINKS. That walk passes
 // the link's folder too when the target is relative, so a link that appeared there since is
-// met. Nothing when either call says no (the link is gone, the spliced path meets another
-// link, an error) or the target has a `..` after a name: the caller resolves the usual way.
-std::optional<std::string> through_link(std::string_view path, std::string_view link) {
+// met. The answer is the spliced path in normal form: every component of it was walked by
+// name and was no link when the kernel passed it.
+//
+// A target with `..` needs more, because normal form applies each `..` to the name before it
+// while the kernel goes to the parent of what it walked. The two agree for a walk by name
+// without links, unless something was renamed meanwhile: the link's folder moved away
+// between the two calls (the walk then fails before the `..`), or moved while the walk was
+// in it (the `..` then leads to its new parent). So such a target is walked beneath "/"
+// (RESOLVE_BENEATH), where the kernel fails a `..` with EAGAIN if anything was renamed since
+// the walk began, and only a walk to the end counts: a missing or non-folder component might
+// lie before the `..`.
+splice through_link(std::string_view path, std::string_view link, std::string& out) {
   char target[PATH_MAX];
   const ssize_t n = read_link(link, target);
-  if (n <= 0) return std::nullopt;
+  if (n <= 0) return errno == EINVAL || errno == ENOENT || errno == ENOTDIR ? splice::no_link : splice::not_now;
   const std::string_view to(target, static_cast<std::size_t>(n));
-  if (!dots_lead(to)) return std::nullopt;
   thread_local std::string spliced;  // kept: no allocation a path once it has grown
   spliced.clear();
   if (to.front() != '/') {
@@ -254,35 +268,48 @@ std::optional<std::string> through_link(std::string_view path, std::string_view 
   }
   spliced.append(to);
   spliced.append(path.substr(link.size()));  // "" or "/rest"
-  const int fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
+  int fd;
+  if (!climbs(to)) {
+    fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
+    if (fd < 0 && errno != ENOENT && errno != ENOTDIR) return errno == ELOOP ? splice::never : splice::not_now;
+  } else {
+    std::string_view below_root = spliced;
+    while (below_root.starts_with('/')) below_root.remove_prefix(1);
+    if (below_root.empty() || root_dir() < 0) return splice::not_now;
+    fd = open_path(below_root, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 0, root_dir());
+    if (fd < 0) return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+  }
   if (fd >= 0) ::close(fd);
-  else if (errno != ENOENT && errno != ENOTDIR) return std::nullopt;
-  std::string out;
-  if (!policy::normalize_path_into(spliced, {}, out)) return std::nullopt;
+  if (!policy::normalize_path_into(spliced, {}, out)) return splice::not_now;
   ++known_link_answers;
-  return out;
+  return splice::answered;
 }
 
 // Symlinks this thread met as the first link on a path's walk (each a component prefix of
-// that path). A path under one of them is resolved by through_link; as with linked_folders,
-// an entry only says where to look: the link is read anew every time, and it goes as soon as
-// through_link cannot answer for a path under it.
+// that path). A path under one that splices is resolved by through_link; a path under one
+// that does not (its target leads through another link) goes to the kernel's one walk at
+// once. As with linked_folders, an entry only says where to look: the link is read anew
+// every time, and it goes as soon as a path under it turns out to have no link.
 class known_links {
  public:
   static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  struct link {
+    std::string path;
+    bool splices = true;
+  };
 
   // The shortest entry that `path` is at or under, or `none`.
   std::size_t covering(std::string_view path) const {
     std::size_t found = none;
     for (std::size_t i = 0; i < links_.size(); ++i) {
-      const std::string& l = links_[i];
+      const std::string& l = links_[i].path;
       if (l.empty() || !path.starts_with(l) || (path.size() > l.size() && path[l.size()] != '/')) continue;
-      if (found == none || l.size() < links_[found].size()) found = i;
+      if (found == none || l.size() < links_[found].path.size()) found = i;
     }
     return found;
   }
-  const std::string& at(std::size_t i) const { return links_[i]; }
-  void forget(std::size_t i) { links_[i].clear(); }
+  link& at(std::size_t i) { return links_[i]; }
+  void forget(std::size_t i) { links_[i].path.clear(); }
 
   // Finds the first symlink on the walk of `path`, which resolved to `resolved`, and keeps
   // it; false when none is found. The components both paths begin with are no links (a
@@ -297,7 +324,8 @@ class known_links {
     for (std::size_t end = path.find('/', boundary + 1);; end = path.find('/', end + 1)) {
       const std::string_view prefix = path.substr(0, end);
       if (read_link(prefix, target) > 0) {
-        links_[next_].assign(prefix);
+        links_[next_].path.assign(prefix);
+        links_[next_].splices = true;
         next_ = (next_ + 1) % links_.size();
         return true;
       }
@@ -306,7 +334,7 @@ class known_links {
   }
 
  private:
-  std::array<std::string, 16> links_;
+  std::array<link, 16> links_;
   std::size_t next_ = 0;
 };
 
@@ -319,10 +347,25 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   thread_local known_links links;
   const std::string_view dir = folder_of(normalized_abs);
   const bool plain = canonical(normalized_abs);
+  auto the_usual_way = [&]() -> policy::result<std::string> {
+    if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
+    return resolve_by_walk(normalized_abs);
+  };
   if (const std::size_t i = plain ? links.covering(normalized_abs) : known_links::none; i != known_links::none) {
-    if (auto spliced = through_link(normalized_abs, links.at(i))) return std::move(*spliced);
+    known_links::link& known = links.at(i);
+    splice how = splice::not_now;
+    if (known.splices) {
+      std::string out;
+      how = through_link(normalized_abs, known.path, out);
+      if (how == splice::answered) return out;
+      if (how == splice::never) known.splices = false;
+    }
+    if (how != splice::no_link) {  // a link is on the way: no first look
+      auto resolved = the_usual_way();
+      if (resolved && *resolved == normalized_abs) links.forget(i);
+      return resolved;
+    }
     links.forget(i);
-    linked.add(dir);  // this folder's paths now go to the kernel's one walk at once
   }
   bool met_link = false;
   if (plain && !linked.contains(dir)) {
@@ -336,10 +379,7 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
         break;
     }
   }
-  auto resolved = [&]() -> policy::result<std::string> {
-    if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
-    return resolve_by_walk(normalized_abs);
-  }();
+  auto resolved = the_usual_way();
   if (resolved && *resolved == normalized_abs) linked.remove(dir);
   else if (met_link && (!resolved || !links.learn(normalized_abs, *resolved))) linked.add(dir);
   return resolved;

@@ -484,6 +484,7 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     input = expanded;
   }
   bool ok;
+  bool normal_form = false;  // the input itself, so it has no `..` segment
   if (input.front() != '/' && is_normalized_abs(cwd)) {
     // The session cwd is normalized once per snapshot: copy it, then add the relative path.
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
@@ -493,6 +494,7 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
   } else if (is_normalized_abs(input)) {
     lexical.assign(input);  // already in the form normalization returns: one scan, one copy
     ok = true;
+    normal_form = true;
   } else {
     ok = normalize_path_into(input, cwd, lexical);
   }
@@ -515,7 +517,7 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     // for denials above, and only the physical one can allow.
     std::string physical;
     std::string_view to_resolve = lexical;
-    if (has_dotdot_segment(input)) {
+    if (!normal_form && has_dotdot_segment(input)) {
       if (input.front() != '/') physical.assign(cwd).push_back('/');
       physical.append(input);
       to_resolve = physical;

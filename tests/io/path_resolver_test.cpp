@@ -6,9 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "io/path_resolver.hpp"
 
@@ -240,7 +245,11 @@ TEST_CASE("a forked child resolves through its own descriptors and not through i
     // The kernel's answer itself: resolve() would now take the link it knows, which reads
     // no descriptor's entry.
     auto got = io::real_path_resolver::resolve_in_kernel(t / "link/deep/f");
-    ::_exit(got && *got == t / "real/deep/f" ? 0 : 1);
+    // And through the link the parent's thread knew, which the child's copy of it knows.
+    const std::uint64_t before = io::real_path_resolver::known_link_answers();
+    auto known = r.resolve(t / "link/deep/f");
+    const bool through_known = io::real_path_resolver::known_link_answers() == before + 1;
+    ::_exit(got && *got == t / "real/deep/f" && known && *known == t / "real/deep/f" && through_known ? 0 : 1);
   }
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -262,6 +271,7 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   fs::create_directories(t / "elsewhere");
   fs::create_directories(t / "other");
   touch(t / "proj/src/a.ts");
+  touch(t / "elsewhere/a.ts");
   touch(t / "proj/file.txt");
   fs::create_directory_symlink(t / "elsewhere", t / "proj/x");  // met only by a `..` after a name
   fs::create_directory_symlink("src", t / "proj/x2");           // a link the target can go through
@@ -289,26 +299,27 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   check(a, t / "proj/src/a.ts", true);
   check(t / "proj/lib/new/b.ts", t / "proj/src/new/b.ts", true);  // not there yet
   check(t / "proj/lib", t / "proj/src", true);                    // the link itself
-  relink("../elsewhere");  // a relative target that climbs first
+  relink("../elsewhere");  // a relative target that climbs: walked beneath "/" to its end
   check(a, t / "elsewhere/a.ts", true);
+  check(t / "proj/lib/b.ts", t / "elsewhere/b.ts", false);  // not there: the walk did not end
   relink(t / "other");  // an absolute one
   check(a, t / "other/a.ts", true);
 
-  // A `..` after a name: the spliced walk could stop at file.txt before it, where the component
-  // walk goes on and meets x. The known link does not answer, and is forgotten.
+  // A `..` after a name: the walk stops at file.txt, before it, where the component walk goes
+  // on and meets x. The usual way answers.
   relink("file.txt/../x");
   check(a, t / "elsewhere/a.ts", false);
   relink("src");
-  check(a, t / "proj/src/a.ts", false);  // its folder now goes to the kernel's walk at once
-  check(t / "proj/lib/d1/c.ts", t / "proj/src/d1/c.ts", false);  // another folder: kept again
+  check(a, t / "proj/src/a.ts", true);
 
-  // A target through another link: the spliced walk meets x2 and the usual way answers.
+  // A target through another link: the spliced walk meets x2, and from then on the usual way
+  // answers for the paths under lib, without a first look.
   relink("x2");
   check(t / "proj/lib/d2/c.ts", t / "proj/src/d2/c.ts", false);
   relink("src");
-  check(t / "proj/lib/d3/c.ts", t / "proj/src/d3/c.ts", false);  // kept again
+  check(t / "proj/lib/d3/c.ts", t / "proj/src/d3/c.ts", false);
 
-  // The link became a folder.
+  // The link became a folder: forgotten once a path under it resolves to itself.
   fs::remove(t / "proj/lib");
   fs::create_directories(t / "proj/lib");
   check(t / "proj/lib/d4/c.ts", t / "proj/lib/d4/c.ts", false);
@@ -318,7 +329,61 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   fs::remove(t / "proj/lib");
   fs::create_directory_symlink("src", t / "proj/lib");
   check(t / "proj/lib/d5/c.ts", t / "proj/src/d5/c.ts", false);  // kept again
+  check(t / "proj/lib/d5/c.ts", t / "proj/src/d5/c.ts", true);
   fs::rename(t / "proj", t / "proj-real");
   fs::create_directory_symlink("proj-real", t / "proj");
   check(t / "proj/lib/d6/c.ts", t / "proj-real/src/d6/c.ts", false);
+}
+
+TEST_CASE("a known link whose target climbs never answers with a link its walk skipped", "[io][resolver][hostile]") {
+  // lib -> ../../s, known while s was a folder; s is then a link to a denied folder. Another
+  // thread keeps moving lib's folder away and back. Read lexically, the target's `..` would
+  // skip the walk's folders: a rename between the readlink and the walk (the walk then fails
+  // before the `..`) or during the walk (the `..` then leads to the folder's new parent)
+  // would answer "<root>/p/s/key", a path through the link s. Every answer must be the
+  // secret's, the path itself (while the folder is away), or where a walk that went up from
+  // the moved folder really ended (q/s/key).
+  if (!io::real_path_resolver::resolve_in_kernel("/")) {
+    WARN("this kernel has no openat2 (Linux 5.6 or later): only the walk resolves, nothing to check");
+    return;
+  }
+  temp_tree t;
+  fs::create_directories(t / "p/a/b");
+  fs::create_directories(t / "q");
+  fs::create_directories(t / "secret");
+  fs::create_directories(t / "p/s");
+  fs::create_directories(t / "q/s");  // where a `..` taken from the moved folder leads
+  touch(t / "q/s/key");
+  fs::create_directory_symlink("../../s", t / "p/a/b/lib");
+  io::real_path_resolver r;
+  REQUIRE(*r.resolve(t / "p/a/b/lib/x") == t / "p/s/x");  // learned
+  fs::remove(t / "p/s");
+  fs::create_directory_symlink(t / "secret", t / "p/s");
+  std::atomic<bool> stop{false};
+  std::thread mover([&] {
+    const std::string here = t / "p/a", away = t / "q/a";
+    while (!stop.load()) {
+      ::rename(here.c_str(), away.c_str());
+      ::rename(away.c_str(), here.c_str());
+    }
+  });
+  const std::string path = t / "p/a/b/lib/key";
+  std::size_t resolutions = 0, secret = 0, itself = 0, moved = 0, failed = 0;
+  std::vector<std::string> other;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    auto got = r.resolve(path);
+    ++resolutions;
+    if (!got) ++failed;  // the component walk met a change half-way: a denial, which is safe
+    else if (*got == t / "secret/key") ++secret;
+    else if (*got == path) ++itself;
+    else if (*got == t / "q/s/key") ++moved;  // the kernel's walk went up from the moved folder
+    else if (other.size() < 3) other.push_back(*got);
+  }
+  stop = true;
+  mover.join();
+  INFO(resolutions << " resolutions: " << secret << " the secret's, " << itself << " the path itself, " << moved
+                   << " through the moved folder, " << failed << " failed");
+  CHECK(other == std::vector<std::string>{});
+  CHECK(secret > 0);
 }
