@@ -42,16 +42,22 @@ policy::error fail(std::string_view path, std::string_view why) {
                             "cannot resolve '" + std::string(path) + "': " + std::string(why));
 }
 
+// Copies `path` into `out` as a C string; false, with errno ENAMETOOLONG, when it does not fit.
+bool to_c_path(std::string_view path, char (&out)[PATH_MAX]) {
+  if (path.size() >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  std::memcpy(out, path.data(), path.size());
+  out[path.size()] = '\0';
+  return true;
+}
+
 // openat2(dir, path, O_PATH | flags, resolve): a descriptor that opens nothing (no device, FIFO or
 // file is touched), or -1 with errno (ENAMETOOLONG for a path too long to copy).
 int open_path(std::string_view path, std::uint64_t resolve, std::uint64_t flags = 0, int dir = AT_FDCWD) {
-  if (path.size() >= PATH_MAX) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
   char name[PATH_MAX];
-  std::memcpy(name, path.data(), path.size());
-  name[path.size()] = '\0';
+  if (!to_c_path(path, name)) return -1;
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | flags;
   how.resolve = resolve;
@@ -198,30 +204,14 @@ thread_local std::uint64_t known_link_answers = 0;  // see real_path_resolver::k
 // readlink(2) of `path` into `out`: the target's length, or -1 with errno (EINVAL when `path`
 // is no symlink, ENAMETOOLONG when it or its target does not fit).
 ssize_t read_link(std::string_view path, char (&out)[PATH_MAX]) {
-  if (path.size() >= PATH_MAX) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
   char name[PATH_MAX];
-  std::memcpy(name, path.data(), path.size());
-  name[path.size()] = '\0';
+  if (!to_c_path(path, name)) return -1;
   const ssize_t n = ::readlink(name, out, PATH_MAX);
   if (n >= PATH_MAX) {
     errno = ENAMETOOLONG;
     return -1;
   }
   return n;
-}
-
-// Whether `target` has a `..` segment.
-bool climbs(std::string_view target) {
-  for (std::size_t i = 0; i < target.size();) {
-    std::size_t next = target.find('/', i);
-    if (next == std::string_view::npos) next = target.size();
-    if (target.substr(i, next - i) == "..") return true;
-    i = next + 1;
-  }
-  return false;
 }
 
 // "/" as a descriptor (opened once, kept), for walks scoped beneath it; -1 if it cannot be.
@@ -269,7 +259,7 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
   spliced.append(to);
   spliced.append(path.substr(link.size()));  // "" or "/rest"
   int fd;
-  if (!climbs(to)) {
+  if (!policy::has_dotdot_segment(to)) {
     fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR) return errno == ELOOP ? splice::never : splice::not_now;
   } else {

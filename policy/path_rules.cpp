@@ -253,17 +253,6 @@ void build_trie(path_rule_set& set) {
   }
 }
 
-// True when `p` has a `..` segment.
-bool has_dotdot_segment(std::string_view p) {
-  for (std::size_t pos = 0; pos < p.size();) {
-    std::size_t end = p.find('/', pos);
-    if (end == std::string_view::npos) end = p.size();
-    if (p.substr(pos, end - pos) == "..") return true;
-    pos = end + 1;
-  }
-  return false;
-}
-
 // True for a path normalize_path_into would return unchanged. It jumps from slash to slash
 // with memchr (a segment is one vector compare) rather than looking at every byte.
 bool is_normalized_abs(std::string_view p) {
@@ -311,6 +300,16 @@ std::vector<std::pair<std::string, std::string>> builtin_denials(const path_rule
 }
 
 }  // namespace
+
+bool has_dotdot_segment(std::string_view p) {
+  for (std::size_t pos = 0; pos < p.size();) {
+    std::size_t end = p.find('/', pos);
+    if (end == std::string_view::npos) end = p.size();
+    if (p.substr(pos, end - pos) == "..") return true;
+    pos = end + 1;
+  }
+  return false;
+}
 
 bool normalize_path_into(std::string_view path, std::string_view base, std::string& out) {
   out.clear();

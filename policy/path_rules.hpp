@@ -30,6 +30,9 @@ result<std::string> normalize_path(std::string_view path, std::string_view base)
 /// "~user" forms are errc::invalid_path (not supported, so never guessed).
 result<std::string> expand_home(std::string_view path, std::string_view home);
 
+/// True when `p` has a `..` segment ("a/../b", "..", not "a..b").
+bool has_dotdot_segment(std::string_view p);
+
 /// True when `path` equals `dir` or lies below it (`/run/hostage` is not under `/run/host`).
 /// Both must be normalized absolute paths.
 bool is_at_or_under(std::string_view path, std::string_view dir);
