@@ -1,9 +1,11 @@
-// The writer thread behind io::line_output: lines in order, whole, in writes of about 64 KiB.
+// The writer thread behind io::line_output: lines in order, whole, in writes of at most
+// PIPE_BUF bytes.
 #include "io/line_output.hpp"
 
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 
 namespace dhara::io {
 
@@ -32,8 +34,11 @@ void line_output::write_line(std::string line) {
   work_.notify_one();
 }
 
-// Takes every queued line, writes them in one go (a write(2) per 64 KiB or so), and gives
-// their room back; a failed write means the reader is gone.
+// Takes every queued line, writes them, and gives their room back; a failed write means the
+// reader is gone. Each write(2) holds whole lines and at most PIPE_BUF bytes (a line longer
+// than that goes alone): a pipe takes such a write whole or not at all, so a process killed
+// while it waits for room in the pipe (SIGKILL mid-batch) leaves no torn line behind. Larger
+// writes did: the part that fitted was in the pipe already (docs/reliability.md).
 void line_output::run() {
   std::string buffer;
   for (;;) {
@@ -48,7 +53,7 @@ void line_output::run() {
     bool broken = false;
     while (!lines.empty() && !broken) {
       buffer.clear();
-      while (!lines.empty() && (buffer.empty() || buffer.size() + lines.front().size() <= 65536)) {
+      while (!lines.empty() && (buffer.empty() || buffer.size() + lines.front().size() <= PIPE_BUF)) {
         buffer += lines.front();
         lines.pop_front();
       }

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -91,4 +92,46 @@ TEST_CASE("line output: a reader that went away makes every later line a no-op",
     for (int i = 0; i < 2000; ++i) out.write_line(numbered_line(i));
   });
   CHECK(writing.wait_for(30s) == std::future_status::ready);
+}
+
+TEST_CASE("a process killed while its reader lags leaves no torn line behind", "[io][line_output]") {
+  // dhara killed mid-batch (tests/cli/faults_test.py) must leave only whole result lines on
+  // its stdout. A child writes lines of 1-2 KiB into a pipe whose reader has stopped, so
+  // the writer thread waits inside write(2) for room; SIGKILL then ends it there. A write
+  // larger than PIPE_BUF would have put part of its lines in the pipe already.
+  for (int round = 0; round < 8; ++round) {
+    INFO("round " << round);
+    pipe_pair p;
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::close(p.fds[0]);
+      io::line_output out(p.fds[1]);
+      for (int i = 0;; ++i) out.write_line("line " + std::to_string(i) + " " + std::string(1000 + (i * 379) % 1000, 'x'));
+    }
+    ::close(p.fds[1]);
+    p.fds[1] = -1;
+    std::string got;
+    char buf[4096];
+    while (got.size() < 6000) {  // some lines, then the reader stops
+      ssize_t n = ::read(p.fds[0], buf, sizeof buf);
+      REQUIRE(n > 0);
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    std::this_thread::sleep_for(30ms);  // the pipe fills; the writer waits for room
+    REQUIRE(::kill(child, SIGKILL) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    got += read_all(p.fds[0]);
+    REQUIRE_FALSE(got.empty());
+    CHECK(got.back() == '\n');
+    // Every line whole: "line N " and the length the child gave line N.
+    std::size_t start = 0;
+    for (int i = 0; start < got.size(); ++i) {
+      std::size_t nl = got.find('\n', start);
+      if (nl == std::string::npos) break;  // the torn tail, reported above
+      CHECK(got.substr(start, nl - start) == "line " + std::to_string(i) + " " + std::string(1000 + (i * 379) % 1000, 'x'));
+      start = nl + 1;
+    }
+  }
 }
