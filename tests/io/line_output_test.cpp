@@ -109,6 +109,14 @@ TEST_CASE("a process killed while its reader lags leaves no torn line behind", "
       io::line_output out(p.fds[1]);
       for (int i = 0;; ++i) out.write_line("line " + std::to_string(i) + " " + std::string(1000 + (i * 379) % 1000, 'x'));
     }
+    struct reaper {  // a failed REQUIRE below must not leave the child writing forever
+      pid_t pid;
+      ~reaper() {
+        if (pid <= 0) return;  // never kill(-1): that would signal every process
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    } reap{child};
     ::close(p.fds[1]);
     p.fds[1] = -1;
     std::string got;
@@ -122,6 +130,7 @@ TEST_CASE("a process killed while its reader lags leaves no torn line behind", "
     REQUIRE(::kill(child, SIGKILL) == 0);
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
+    reap.pid = 0;  // reaped: nothing left for the destructor
     got += read_all(p.fds[0]);
     REQUIRE_FALSE(got.empty());
     CHECK(got.back() == '\n');
