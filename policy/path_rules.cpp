@@ -468,40 +468,82 @@ path_matches match_path(const path_rule_set& rules, std::string_view path) {
   return m;
 }
 
-decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
-                    std::string_view home, path_access access, const path_resolver& resolver) {
+namespace {
+
+// A path as check_path reads it: `input` is `raw` with `~` expanded, `lexical` its normal form
+// (in thread-local buffers, reused: the common check allocates nothing).
+struct path_forms {
+  std::string_view input;
+  std::string_view lexical;
+  bool normal_form = false;  // `input` itself was in normal form, so it has no `..` segment
+};
+
+// The first steps of check_path: `raw` checked for form, `~` expanded, the lexical normal form
+// made into `f`. A denial when the path cannot be checked.
+std::optional<decision> read_path(std::string_view raw, std::string_view cwd, std::string_view home, path_forms& f) {
   if (raw.empty()) return deny("the path is empty");
   if (std::memchr(raw.data(), '\0', raw.size()) != nullptr) return deny("the path holds a NUL byte");
   if (raw.size() > max_path_bytes) return deny("the path is longer than " + std::to_string(max_path_bytes) + " bytes");
 
-  // One buffer per thread, reused: the common check allocates nothing.
   thread_local std::string lexical;
   thread_local std::string expanded;
-  std::string_view input = raw;
+  f.input = raw;
   if (raw.front() == '~') {
     auto e = expand_home(raw, home);
     if (!e) return deny(e.err().message);
     expanded = std::move(*e);
-    input = expanded;
+    f.input = expanded;
   }
   bool ok;
-  bool normal_form = false;  // the input itself, so it has no `..` segment
-  if (input.front() != '/' && is_normalized_abs(cwd)) {
+  if (f.input.front() != '/' && is_normalized_abs(cwd)) {
     // The session cwd is normalized once per snapshot: copy it, then add the relative path.
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
-    push_segments(input, lexical);
+    push_segments(f.input, lexical);
     if (lexical.empty()) lexical.push_back('/');
     ok = true;
-  } else if (is_normalized_abs(input)) {
-    lexical.assign(input);  // already in the form normalization returns: one scan, one copy
+  } else if (is_normalized_abs(f.input)) {
+    lexical.assign(f.input);  // already in the form normalization returns: one scan, one copy
     ok = true;
-    normal_form = true;
+    f.normal_form = true;
   } else {
-    ok = normalize_path_into(input, cwd, lexical);
+    ok = normalize_path_into(f.input, cwd, lexical);
   }
   if (!ok)
-    return {verdict_kind::deny, "the session directory '" + std::string(cwd) + "' is not absolute",
-            decider::failure, {}};
+    return decision{verdict_kind::deny, "the session directory '" + std::string(cwd) + "' is not absolute",
+                    decider::failure, {}};
+  f.lexical = lexical;
+  return std::nullopt;
+}
+
+// What a resolver that follows links is asked to resolve. `..` after a symlink climbs out of
+// the link's *target* when the kernel opens the path (and a tool given the path opens it that
+// way), while lexical normalization drops the link: "to-secret/../outside" would be checked as
+// "<cwd>/outside". So a path with a `..` segment is resolved as written (into `physical`),
+// component by component; the lexical form is checked for denials, and only the physical one
+// can allow.
+std::string_view to_resolve(const path_forms& f, std::string_view cwd, std::string& physical) {
+  if (f.normal_form || !has_dotdot_segment(f.input)) return f.lexical;
+  physical.clear();
+  if (f.input.front() != '/') physical.assign(cwd).push_back('/');
+  physical.append(f.input);
+  return physical;
+}
+
+}  // namespace
+
+bool path_to_resolve(std::string_view raw, std::string_view cwd, std::string_view home, std::string& out) {
+  path_forms f;
+  if (read_path(raw, cwd, home, f)) return false;
+  std::string physical;
+  out.assign(to_resolve(f, cwd, physical));
+  return true;
+}
+
+decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
+                    std::string_view home, path_access access, const path_resolver& resolver) {
+  path_forms f;
+  if (auto denied = read_path(raw, cwd, home, f)) return std::move(*denied);
+  const std::string_view lexical = f.lexical;
 
   path_matches lexical_match = match_path(rules, lexical);
   if (const path_entry* d = lexical_match.denied)
@@ -511,19 +553,8 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
   std::string resolved_storage;
   const path_entry* allowed = lexical_match.allowed;
   if (resolver.follows_links()) {
-    // `..` after a symlink climbs out of the link's *target* when the kernel opens the path
-    // (and a tool given the path opens it that way), while lexical normalization drops the
-    // link: "to-secret/../outside" would be checked as "<cwd>/outside". So a path with a `..`
-    // segment is resolved as written, component by component; the lexical form was checked
-    // for denials above, and only the physical one can allow.
-    std::string physical;
-    std::string_view to_resolve = lexical;
-    if (!normal_form && has_dotdot_segment(input)) {
-      if (input.front() != '/') physical.assign(cwd).push_back('/');
-      physical.append(input);
-      to_resolve = physical;
-    }
-    auto resolved = resolver.resolve(to_resolve);
+    std::string physical;  // see to_resolve
+    auto resolved = resolver.resolve(to_resolve(f, cwd, physical));
     if (!resolved)
       return deny("cannot resolve '" + std::string(raw) + "': " + resolved.err().message);
     resolved_storage = std::move(*resolved);

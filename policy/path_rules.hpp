@@ -151,4 +151,10 @@ result<path_rule_set> compile_path_rules(const path_rules_input& input, const pa
 decision check_path(const path_rule_set& rules, std::string_view raw, std::string_view cwd,
                     std::string_view home, path_access access, const path_resolver& resolver);
 
+/// The path check_path(raw, cwd, home, …) asks a resolver that follows links to resolve, into
+/// `out`; false when it would decide without resolving anything (a malformed path). The rules
+/// are not consulted: a path they deny lexically is never resolved, so asking for it wastes
+/// only the look (the checker's look-ahead, io/path_resolver.hpp).
+bool path_to_resolve(std::string_view raw, std::string_view cwd, std::string_view home, std::string& out);
+
 }  // namespace dhara::policy
