@@ -1,6 +1,8 @@
 // Real symlink resolution and executable lookup for the policy's path and command rules.
 #include "io/path_resolver.hpp"
 
+#include "io/open_batch.hpp"
+
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <pthread.h>
@@ -328,13 +330,91 @@ class known_links {
   std::size_t next_ = 0;
 };
 
+// This thread's hints (see the two classes above).
+thread_local linked_folders linked;
+thread_local known_links links;
+
+// Whether resolve() begins with a first look for `path`: a canonical path under no known link,
+// in a folder not known to hold one.
+bool takes_first_look(std::string_view path, bool plain) {
+  return plain && links.covering(path) == known_links::none && !linked.contains(folder_of(path));
+}
+
+// First looks taken ahead (look_ahead), in the order they were asked for; `next` is the first
+// not yet used. Cleared by end_look_ahead: an answer never outlives the round it was taken for.
+struct looked_ahead {
+  std::string path;
+  first_look look;
+};
+thread_local std::vector<looked_ahead> ahead;
+thread_local std::size_t ahead_next = 0;
+thread_local std::uint64_t looked_ahead_answers = 0;  // see real_path_resolver::looked_ahead_answers
+std::atomic<std::uint64_t> look_ahead_rounds{0};      // see real_path_resolver::look_ahead_rounds
+
+// The first look taken ahead for `path`, or nothing. Looks are used in order: one the caller
+// skipped (its check was decided before its path was resolved) is passed over.
+std::optional<first_look> take_looked_ahead(std::string_view path) {
+  for (std::size_t i = ahead_next; i < ahead.size(); ++i) {
+    if (ahead[i].path != path) continue;
+    ahead_next = i + 1;
+    ++looked_ahead_answers;
+    return ahead[i].look;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
+  end_look_ahead();
+  thread_local std::vector<batched_open> opens;
+  opens.clear();
+  for (const std::string& p : paths) {
+    if (p.size() >= PATH_MAX || !takes_first_look(p, canonical(p))) continue;
+    ahead.push_back({p, first_look::unknown});
+  }
+  if (ahead.size() < 2) {  // one look alone costs less as a plain system call
+    ahead.clear();
+    return 0;
+  }
+  for (const looked_ahead& a : ahead) opens.push_back({a.path.c_str(), 0});
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  if (!open_all(opens, how)) {
+    ahead.clear();
+    return 0;
+  }
+  // As look_for_links reads its one call's answer. Any other answer (an error the walk would
+  // report, a look the ring did not run) keeps no entry: resolve() then looks itself.
+  thread_local std::vector<int> folders;
+  folders.clear();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < ahead.size(); ++i) {
+    const int res = opens[i].result;
+    if (res >= 0) folders.push_back(res);
+    std::optional<first_look> look;
+    if (res >= 0 || res == -ENOENT || res == -ENOTDIR) look = first_look::own;
+    else if (res == -ELOOP) look = first_look::link;
+    if (look) ahead[kept++] = {std::move(ahead[i].path), *look};
+  }
+  ahead.resize(kept);
+  if (!folders.empty()) close_all(folders);
+  if (kept > 0) io::look_ahead_rounds.fetch_add(1, std::memory_order_relaxed);
+  return kept;
+}
+
+void real_path_resolver::end_look_ahead() {
+  ahead.clear();
+  ahead_next = 0;
+}
+
+std::uint64_t real_path_resolver::looked_ahead_answers() { return io::looked_ahead_answers; }
+std::uint64_t real_path_resolver::look_ahead_rounds() { return io::look_ahead_rounds.load(); }
 
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
-  thread_local linked_folders linked;
-  thread_local known_links links;
   const std::string_view dir = folder_of(normalized_abs);
   const bool plain = canonical(normalized_abs);
   auto the_usual_way = [&]() -> policy::result<std::string> {
@@ -359,7 +439,8 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   }
   bool met_link = false;
   if (plain && !linked.contains(dir)) {
-    switch (look_for_links(normalized_abs)) {
+    const std::optional<first_look> taken = ahead.empty() ? std::nullopt : take_looked_ahead(normalized_abs);
+    switch (taken ? *taken : look_for_links(normalized_abs)) {
       case first_look::own:
         return std::string(normalized_abs);
       case first_look::link:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,20 @@ class real_path_resolver final : public policy::path_resolver {
   /// How many of this thread's resolutions were answered through a known link (tests and
   /// benchmarks read it to tell the ways apart).
   static std::uint64_t known_link_answers();
+
+  /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
+  /// about to be resolved on this thread in this order) all at once: one system call for up to
+  /// 128 of them where io_uring can be used (open_batch.hpp). resolve() of such a path then
+  /// uses the answer, once, in place of its own look, until end_look_ahead(), which the caller
+  /// calls when the round is over. The answers are as old as the round, as if each resolution
+  /// had been made when it began. Returns how many looks were taken (0 for fewer than two, or
+  /// without io_uring: then resolve() looks itself).
+  static std::size_t look_ahead(std::span<const std::string> paths);
+  static void end_look_ahead();
+  /// How many of this thread's resolutions used a look taken ahead (tests and benchmarks).
+  static std::uint64_t looked_ahead_answers();
+  /// How many rounds, on any thread, took their looks together (tests and benchmarks).
+  static std::uint64_t look_ahead_rounds();
   /// The two ways on their own (tests compare them). The kernel's answers only where the
   /// whole path exists through plain symlinks, otherwise nothing.
   static policy::result<std::string> resolve_by_walk(std::string_view normalized_abs);

@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/open_batch.hpp"
 #include "io/path_resolver.hpp"
 
 namespace fs = std::filesystem;
@@ -386,4 +389,142 @@ TEST_CASE("a known link whose target climbs never answers with a link its walk s
                    << " through the moved folder, " << failed << " failed");
   CHECK(other == std::vector<std::string>{});
   CHECK(secret > 0);
+}
+
+namespace {
+
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Whether this thread can take first looks together (io_uring allowed here): two looks at "/".
+bool looks_go_together() {
+  const std::vector<std::string> two = {"/", "/"};
+  const bool yes = io::real_path_resolver::look_ahead(two) > 0;
+  io::real_path_resolver::end_look_ahead();
+  return yes;
+}
+
+}  // namespace
+
+TEST_CASE("opens made together answer as the same openat2 calls made one by one", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "dir/sub");
+  touch(t / "dir/file");
+  fs::create_symlink(t / "dir/file", t / "link");
+  std::vector<std::string> paths;
+  // 300 paths: more than one submission's 128, so the chunks are tested too.
+  for (int i = 0; i < 60; ++i)
+    for (const char* rel : {"dir", "dir/file", "missing/x", "link", "dir/file/below"}) paths.push_back(t / rel);
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  std::vector<io::batched_open> opens;
+  for (const auto& p : paths) opens.push_back({p.c_str(), 0});
+  // The thread's ring is set up by its first use and kept: counted in `before`.
+  if (!io::open_all({}, how)) {
+    WARN("io_uring cannot be used here: the resolver makes its calls one by one, nothing to compare");
+    return;
+  }
+  const std::size_t before = open_descriptors();
+  if (!io::open_all(opens, how)) {
+    WARN("io_uring cannot be used here: the resolver makes its calls one by one, nothing to compare");
+    return;
+  }
+  std::vector<int> fds;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    INFO(paths[i]);
+    const long alone = ::syscall(SYS_openat2, AT_FDCWD, paths[i].c_str(), &how, sizeof how);
+    const int alone_result = alone >= 0 ? 0 : -errno;
+    if (alone >= 0) ::close(static_cast<int>(alone));
+    if (opens[i].result >= 0) {
+      fds.push_back(opens[i].result);
+      CHECK(alone_result == 0);
+    } else {
+      CHECK(opens[i].result == alone_result);
+    }
+  }
+  CHECK(fds.size() == 60);  // the folder, each time
+  io::close_all(fds);
+  CHECK(open_descriptors() == before);
+}
+
+TEST_CASE("first looks taken together give the answers resolve gives alone", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "real/dir");
+  touch(t / "real/dir/file");
+  fs::create_directory_symlink(t / "real", t / "link");
+  fs::create_symlink(t / "real/dir/file", t / "file-link");
+  fs::create_symlink(t / "nowhere/x", t / "dangling");
+  if (!looks_go_together()) {
+    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to compare");
+    return;
+  }
+  const std::vector<std::string> paths = {
+      t / "real/dir/file", t / "real/dir",     t / "real/missing/x", t / "link/dir/file", t / "file-link",
+      t / "dangling",      t / "real/dir/file/below", t / "real/dir/file", t / "link",   t / "real"};
+  std::vector<std::string> expected;
+  for (const auto& p : paths) expected.push_back(*io::real_path_resolver::resolve_by_walk(p));
+  io::real_path_resolver r;
+  const std::size_t before = open_descriptors();
+  const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+  const std::size_t taken = io::real_path_resolver::look_ahead(paths);
+  CHECK(taken >= 6);  // the paths without links at least; a link under a known one is not looked at
+  CHECK(open_descriptors() == before);  // the folders' descriptors were closed
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    INFO(paths[i]);
+    CHECK(*r.resolve(paths[i]) == expected[i]);
+  }
+  io::real_path_resolver::end_look_ahead();
+  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before >= 6);
+}
+
+TEST_CASE("a look taken ahead answers once and never after its round", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  fs::create_directories(t / "secret");
+  touch(t / "proj/notes");
+  touch(t / "proj/other");
+  if (!looks_go_together()) {
+    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
+    return;
+  }
+  io::real_path_resolver r;
+  const std::string notes = t / "proj/notes";
+  const std::vector<std::string> paths = {notes, t / "proj/other"};
+  REQUIRE(io::real_path_resolver::look_ahead(paths) == 2);
+  // The file becomes a link to the secret folder after the look: within the round the look
+  // answers, as if the path had been resolved when the round began.
+  fs::remove(notes);
+  fs::create_directory_symlink(t / "secret", notes);
+  CHECK(*r.resolve(notes) == notes);
+  // Used once: the same path again looks for itself and meets the link.
+  CHECK(*r.resolve(notes) == t / "secret");
+  io::real_path_resolver::end_look_ahead();
+  // Never after the round, even for a path whose look was not used.
+  const std::string other = t / "proj/other";
+  fs::remove(other);
+  fs::create_directory_symlink(t / "secret", other);
+  CHECK(*r.resolve(other) == t / "secret");
+}
+
+TEST_CASE("without io_uring the resolver takes every look itself", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "real");
+  touch(t / "real/file");
+  fs::create_directory_symlink(t / "real", t / "link");
+  io::allow_open_batches(false);
+  const std::vector<std::string> paths = {t / "real/file", t / "link/file", t / "real/missing"};
+  const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+  const std::size_t taken = io::real_path_resolver::look_ahead(paths);
+  io::real_path_resolver r;
+  std::vector<std::string> got;
+  for (const auto& p : paths) got.push_back(*r.resolve(p));
+  io::real_path_resolver::end_look_ahead();
+  io::allow_open_batches(true);
+  CHECK(taken == 0);
+  CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+  CHECK(got == std::vector<std::string>{t / "real/file", t / "real/file", t / "real/missing"});
 }
