@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include <caf/all.hpp>
 
@@ -49,6 +50,8 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
           policy::decider::failure, {}};
 }
 
+struct pending_batch;
+
 struct checker_state {
   policy::snapshot_ptr snapshot;
   audit_sink_actor audit;
@@ -57,6 +60,8 @@ struct checker_state {
   std::vector<waiting_reply> spare_replies;  // an answered append's, emptied: the next round's
   std::vector<std::string> ignore_patterns;  // auditIgnorePatterns
   bool flush_scheduled = false;
+  std::vector<pending_batch> deferred;       // arrived with more in the mailbox: decided together
+  std::vector<std::string> paths_ahead;      // their paths, whose first looks are taken at once
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
   hitl_actor approver;                       // asked about pending capabilities; none: denied
@@ -212,18 +217,26 @@ void send_lines(checker_ptr self) {
           });
 }
 
-// The decision is released only once its lines are as durable as configured (they are in
-// the checker's lines already); the lines of all checks in the mailbox go to the writer
-// together, up to max_answers_per_append. With nothing else in the mailbox they go at once,
-// not through a message to self.
-void finish(checker_ptr self, pending_batch& p) {
+// Makes sure the lines decided so far reach the writer: at once with nothing else in the
+// mailbox, otherwise through a flush queued behind what is there, so they go together.
+void flush_soon(checker_ptr self) {
   auto& s = self->state;
-  s.replies.emplace_back(std::move(p.rp), std::move(p.outcome), p.first_capability);
-  if (s.replies.size() >= max_answers_per_append) return send_lines(self);
   if (s.flush_scheduled) return;
   if (self->mailbox().empty()) return send_lines(self);
   s.flush_scheduled = true;
   self->send(self, flush_atom::value);
+}
+
+// The decision is released only once its lines are as durable as configured (they are in
+// the checker's lines already); the lines of all checks in the mailbox go to the writer
+// together, up to max_answers_per_append. With nothing else in the mailbox they go at once,
+// not through a message to self. `in_round`: one of the deferred batches being decided
+// together, whose flush is already queued.
+void finish(checker_ptr self, pending_batch& p, bool in_round = false) {
+  auto& s = self->state;
+  s.replies.emplace_back(std::move(p.rp), std::move(p.outcome), p.first_capability);
+  if (s.replies.size() >= max_answers_per_append) return send_lines(self);
+  if (!in_round) flush_soon(self);
 }
 
 // Asks the approver about the check before p->next (whose decision was `asked`), then goes on
@@ -270,7 +283,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy:
 }
 
 // A new batch: decided here and now unless a human must be asked.
-void check(checker_ptr self, pending_batch& p) {
+void check(checker_ptr self, pending_batch& p, bool in_round = false) {
   auto& s = self->state;
   if (!s.snapshot) {
     p.rp.deliver(check_outcome{false, "", "no policy is loaded", policy::decider::failure, {}});
@@ -284,7 +297,38 @@ void check(checker_ptr self, pending_batch& p) {
     s.lines.move_tail(first_line, held->lines);
     return ask_human(self, std::move(held), *asked);
   }
-  finish(self, p);
+  finish(self, p, in_round);
+}
+
+// At most this many batches are deferred before they are decided: a round's first looks go
+// to the kernel in one submission (io/open_batch.hpp holds 128).
+constexpr std::size_t max_deferred = 128;
+
+// Decides the batches that arrived while more waited in the mailbox, in the order they came.
+// The first looks of all their paths are taken at once first (real_path_resolver::look_ahead:
+// one system call for the round instead of one a path); every path is still resolved by
+// decide(), which takes its look from the round's. The round's flush is queued already
+// (`deferred` is never left without one).
+void decide_deferred(checker_ptr self) {
+  auto& s = self->state;
+  if (s.deferred.empty()) return;
+  if (s.snapshot) {
+    std::size_t n = 0;
+    for (const pending_batch& p : s.deferred) {
+      for (const policy::gate_check& c : p.batch.checks) {
+        if (c.kind != policy::subject_kind::path) continue;
+        if (n == s.paths_ahead.size()) s.paths_ahead.emplace_back();
+        if (policy::path_to_resolve(c.subject, s.snapshot->cwd, s.snapshot->home, s.paths_ahead[n])) ++n;
+      }
+    }
+    io::real_path_resolver::look_ahead(std::span<const std::string>(s.paths_ahead.data(), n));
+  }
+  std::vector<pending_batch> round;
+  round.swap(s.deferred);
+  for (pending_batch& p : round) check(self, p, /*in_round=*/true);
+  io::real_path_resolver::end_look_ahead();
+  round.clear();
+  if (s.deferred.capacity() < round.capacity()) s.deferred.swap(round);  // keep the room
 }
 
 }  // namespace
@@ -302,18 +346,39 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
                                                                st.snapshot ? st.snapshot->cwd : "/");
     return {
         [=](check_atom, check_batch& batch) -> caf::typed_response_promise<check_outcome> {
+          auto& s = self->state;
           ticketed_promise<check_outcome> rp{self, batch.ticket};
           auto handle = rp.handle();
-          pending_batch p{std::move(batch), std::move(rp)};
-          check(self, p);
+          if (s.deferred.empty() && self->mailbox().empty()) {  // alone: decided now
+            pending_batch p{std::move(batch), std::move(rp)};
+            check(self, p);
+            return handle;
+          }
+          // More are waiting: decided with them, when the flush queued behind them comes (or
+          // once max_deferred have gathered).
+          s.deferred.emplace_back(std::move(batch), std::move(rp));
+          if (s.deferred.size() >= max_deferred) {
+            decide_deferred(self);
+          } else if (!s.flush_scheduled) {
+            s.flush_scheduled = true;
+            self->send(self, flush_atom::value);
+          }
           return handle;
         },
         [=](flush_atom) {
           self->state.flush_scheduled = false;
+          decide_deferred(self);
           send_lines(self);
         },
-        [=](snapshot_atom, policy::snapshot_ptr& next) { self->state.snapshot = std::move(next); },
-        [=](approver_atom, hitl_actor& approver) { self->state.approver = std::move(approver); },
+        // Batches that came before a new snapshot or approver are decided as before it.
+        [=](snapshot_atom, policy::snapshot_ptr& next) {
+          decide_deferred(self);
+          self->state.snapshot = std::move(next);
+        },
+        [=](approver_atom, hitl_actor& approver) {
+          decide_deferred(self);
+          self->state.approver = std::move(approver);
+        },
     };
   }, std::move(snapshot), std::move(audit), std::move(audit_ignore_patterns));
 }

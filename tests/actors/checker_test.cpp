@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "actors/checker.hpp"
 #include "actors/scheduler.hpp"
 #include "io/audit_log.hpp"
+#include "io/path_resolver.hpp"
 #include "support/extension_fixture.hpp"
 #include "support/policy_fixture.hpp"
 
@@ -199,5 +201,123 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
           },
           [&](caf::error& e) { FAIL("the request was not answered: " << rig.sys.render(e)); });
   CHECK(answered);
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// A project on disk for path checks: src/a.ts, docs/, secrets/key (denied), and two links into
+// the secrets, src/to-secrets -> ../secrets and key-link -> secrets/key. web-tools may read
+// the project.
+struct disk_project {
+  testing::temp_home home;
+  std::filesystem::path proj = std::filesystem::canonical(home.project());
+  testing::policy_fixture fixture;
+
+  disk_project() {
+    namespace fs = std::filesystem;
+    fs::create_directories(proj / "src");
+    fs::create_directories(proj / "docs");
+    fs::create_directories(proj / "secrets");
+    std::ofstream(proj / "src/a.ts") << "x\n";
+    std::ofstream(proj / "secrets/key") << "k\n";
+    fs::create_directory_symlink("../secrets", proj / "src/to-secrets");
+    fs::create_symlink(proj / "secrets/key", proj / "key-link");
+    fixture.config.allowed_paths[0] = proj.string();
+    fixture.config.denied_paths[0] = (proj / "secrets").string();
+  }
+  std::shared_ptr<const policy::policy_snapshot> compile() const {
+    static const io::real_path_resolver resolver;
+    return fixture.compile_at((std::filesystem::canonical(home.root) / "home").string(), proj.string(), false, &resolver);
+  }
+};
+
+actors::check_batch read_of(const std::string& path, std::uint64_t ticket) {
+  actors::check_batch b{"web-tools", "read", "c-" + std::to_string(ticket), "s-1", {}};
+  b.checks.push_back(policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path, path, {}, "path"});
+  b.ticket = ticket;
+  return b;
+}
+
+// Sends every path at once (the checker's mailbox fills), tickets 1..n, and collects the
+// answers by ticket.
+std::vector<actors::check_outcome> check_all_at_once(caf::scoped_actor& self, const actors::checker_actor& checker,
+                                                     const std::vector<std::string>& paths) {
+  for (std::size_t i = 0; i < paths.size(); ++i) self->send(checker, actors::check_atom::value, read_of(paths[i], i + 1));
+  std::vector<actors::check_outcome> out(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    self->receive(
+        [&](actors::check_outcome& o) {
+          REQUIRE(o.ticket >= 1);
+          REQUIRE(o.ticket <= paths.size());
+          out[o.ticket - 1] = std::move(o);
+        },
+        caf::after(20s) >> [] { FAIL("a check was not answered"); });
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("path checks that arrive together are decided as each alone would be", "[runtime][audit]") {
+  disk_project d;
+  struct row {
+    std::string path;
+    bool allowed;
+  };
+  const std::vector<row> rows = {
+      {"src/a.ts", true},
+      {"docs", true},
+      {"src/missing.ts", true},
+      {"src/to-secrets/key", false},  // through a link into the denied folder
+      {"key-link", false},            // a link to the denied file
+      {"secrets/key", false},         // denied as written
+      {"../outside", false},          // outside the allowed folder
+      {(d.proj / "src/a.ts").string(), true},
+  };
+  std::vector<std::string> paths;
+  for (int i = 0; i < 50; ++i)
+    for (const row& r : rows) paths.push_back(r.path);
+  const std::uint64_t rounds_before = io::real_path_resolver::look_ahead_rounds();
+  {
+    writer_rig rig(d.home);
+    auto checker = actors::spawn_checker(rig.sys, d.compile(), rig.writer, {});
+    const auto outcomes = check_all_at_once(rig.self, checker, paths);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      INFO(paths[i] << " (ticket " << i + 1 << "): " << outcomes[i].reason);
+      CHECK(outcomes[i].allowed == rows[i % rows.size()].allowed);
+    }
+    caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(rig.writer, caf::exit_reason::user_shutdown);
+    rig.self->wait_for(checker, rig.writer);
+  }
+  // The checks were decided in rounds whose looks went together (where io_uring can be used).
+  const std::vector<std::string> two = {"/", "/"};
+  if (io::real_path_resolver::look_ahead(two) > 0) CHECK(io::real_path_resolver::look_ahead_rounds() > rounds_before + 1);
+  else WARN("io_uring cannot be used here: every look was taken alone");
+  io::real_path_resolver::end_look_ahead();
+  auto v = io::verify_audit(d.home.dhara_home().string());
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->lines == paths.size());
+}
+
+TEST_CASE("checks that came before a new snapshot are decided under the one before it", "[runtime][audit]") {
+  disk_project d;
+  auto before = d.compile();
+  d.fixture.config.allowed_paths[0] = "/nowhere-allowed";  // the project is no longer allowed
+  auto after = d.compile();
+  writer_rig rig(d.home);
+  auto checker = actors::spawn_checker(rig.sys, before, rig.writer, {});
+  constexpr std::size_t n = 300;
+  for (std::size_t i = 0; i < n; ++i) rig.self->send(checker, actors::check_atom::value, read_of("src/a.ts", i + 1));
+  rig.self->send(checker, actors::snapshot_atom::value, after);
+  for (std::size_t i = n; i < 2 * n; ++i) rig.self->send(checker, actors::check_atom::value, read_of("src/a.ts", i + 1));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < 2 * n; ++i) {
+    rig.self->receive([&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket <= n); },
+                      caf::after(20s) >> [] { FAIL("a check was not answered"); });
+  }
+  CHECK(wrong == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
