@@ -480,7 +480,8 @@ struct path_forms {
 
 // The first steps of check_path: `raw` checked for form, `~` expanded, the lexical normal form
 // made into `f`. A denial when the path cannot be checked.
-std::optional<decision> read_path(std::string_view raw, std::string_view cwd, std::string_view home, path_forms& f) {
+[[gnu::always_inline]] inline std::optional<decision> read_path(std::string_view raw, std::string_view cwd,
+                                                                std::string_view home, path_forms& f) {
   if (raw.empty()) return deny("the path is empty");
   if (std::memchr(raw.data(), '\0', raw.size()) != nullptr) return deny("the path holds a NUL byte");
   if (raw.size() > max_path_bytes) return deny("the path is longer than " + std::to_string(max_path_bytes) + " bytes");
