@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "io/path_resolver.hpp"
 #include "policy/snapshot.hpp"
@@ -266,6 +267,46 @@ void BM_Baseline_LstatWalk(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_LstatWalk);
 
+// First looks (the resolver's openat2 with RESOLVE_NO_SYMLINKS) of paths without links: an
+// existing file and a new one in turn. Alone, one system call each, as resolve() takes one for
+// a check that arrives alone. Together, N looks taken ahead in one io_uring submission and
+// then used by resolve(), as the checker does for a round of N checks (Arg: N). Items are
+// resolutions; the baseline is a bare system call (getppid), what entering the kernel costs.
+void BM_Resolve_LooksAlone(benchmark::State& state) {
+  symlink_tree& t = tree();
+  const std::array<std::string, 2> p{t.checked[0], t.root + "/proj/src/auth/new-file.ts"};
+  std::size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(t.resolver.resolve(p[i++ % 2]));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Resolve_LooksAlone);
+
+void BM_Resolve_LooksTogether(benchmark::State& state) {
+  using dhara::io::real_path_resolver;
+  symlink_tree& t = tree();
+  std::vector<std::string> round;
+  for (std::int64_t i = 0; i < state.range(0); ++i)
+    round.push_back(i % 2 ? t.root + "/proj/src/auth/new-file.ts" : t.checked[0]);
+  const std::uint64_t used_before = real_path_resolver::looked_ahead_answers();
+  for (auto _ : state) {
+    real_path_resolver::look_ahead(round);
+    for (const std::string& p : round) benchmark::DoNotOptimize(t.resolver.resolve(p));
+    real_path_resolver::end_look_ahead();
+  }
+  const auto resolved = state.iterations() * state.range(0);
+  state.SetItemsProcessed(resolved);
+  // 1 when every resolution used a look taken ahead; 0 where io_uring cannot be used.
+  state.counters["looked_ahead"] =
+      static_cast<double>(real_path_resolver::looked_ahead_answers() - used_before) / static_cast<double>(std::max<std::int64_t>(resolved, 1));
+}
+BENCHMARK(BM_Resolve_LooksTogether)->Arg(4)->Arg(16)->Arg(64)->Arg(128);
+
+void BM_Baseline_BareSyscall(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(::getppid());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_BareSyscall);
+
 class report : public dhara::bench::ratio_reporter {
  protected:
   void summary() override {
@@ -297,6 +338,14 @@ class report : public dhara::bench::ratio_reporter {
     if (double walk_only = rate("BM_RealPathResolver_WalkOnly"); resolver > 0 && walk_only > 0)
       std::printf("  the component walk alone:              %.2f us (the kernel's one walk saves %.0f %%)\n", 1e6 / walk_only,
                   100.0 * (1.0 - walk_only / resolver));
+    if (double alone = rate("BM_Resolve_LooksAlone"), bare = rate("BM_Baseline_BareSyscall"); alone > 0 && bare > 0) {
+      std::printf("paths without links, resolved with their own look: %.2f us (a bare system call: %.2f us)\n", 1e6 / alone,
+                  1e6 / bare);
+      for (const char* n : {"4", "16", "64", "128"})
+        if (double together = rate(std::string("BM_Resolve_LooksTogether/") + n); together > 0)
+          std::printf("  looks taken %3s at a time (the checker's rounds): %.2f us, %.2fx the time alone\n", n, 1e6 / together,
+                      alone / together);
+    }
   }
 };
 
