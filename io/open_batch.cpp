@@ -51,6 +51,10 @@ class ring {
     return !failed_;
   }
 
+  // Whether the kernel has taken every submission queued before: the queue this thread left
+  // empty is still empty (nothing else writes to it; a forked child sets up its own).
+  bool idle() const { return __atomic_load_n(sq_head_, __ATOMIC_ACQUIRE) == *sq_tail_ && queued_ == 0; }
+
   // Queues one submission (at most `entries` before submit_and_wait).
   io_uring_sqe& next_sqe() {
     const unsigned tail = *sq_tail_ + queued_;
@@ -64,10 +68,15 @@ class ring {
 
   // Submits what was queued and waits until every one has completed; `done(user_data, res)`
   // for each completion. False (and the ring given up) when the kernel refused the ring
-  // itself; completions not seen are then the caller's to treat as not run.
+  // itself: completions not seen are then the caller's to treat as not run, and what the
+  // kernel took may still complete unseen (an open's descriptor is then lost, never misread).
+  // Each submission carries this call's number in the top half of its user_data, and a
+  // completion of another call's is passed over: no answer goes to a path it was not for.
   template <typename Done>
   bool submit_and_wait(Done&& done) {
     const unsigned total = queued_;
+    const std::uint64_t tag = std::uint64_t{++submissions_} << 32;
+    for (unsigned i = 0; i < total; ++i) sqes_[(*sq_tail_ + i) & sq_mask_].user_data |= tag;
     __atomic_store_n(sq_tail_, *sq_tail_ + queued_, __ATOMIC_RELEASE);
     queued_ = 0;
     unsigned to_submit = total, completed = 0, refusals = 0;
@@ -84,9 +93,11 @@ class ring {
       if (r > 0) to_submit -= std::min<unsigned>(to_submit, static_cast<unsigned>(r));
       unsigned head = *cq_head_;
       const unsigned tail = __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE);
-      for (; head != tail; ++head, ++completed) {
+      for (; head != tail; ++head) {
         const io_uring_cqe& cqe = cqes_[head & cq_mask_];
-        done(cqe.user_data, cqe.res);
+        if ((cqe.user_data & ~std::uint64_t{0xffffffff}) != tag) continue;
+        done(cqe.user_data & 0xffffffff, cqe.res);
+        ++completed;
       }
       __atomic_store_n(cq_head_, head, __ATOMIC_RELEASE);
     }
@@ -118,6 +129,7 @@ class ring {
     void* s = ::mmap(nullptr, sqes_size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, IORING_OFF_SQES);
     if (s == MAP_FAILED) return false;
     sqes_ = static_cast<io_uring_sqe*>(s);
+    sq_head_ = reinterpret_cast<unsigned*>(ring_ + p.sq_off.head);
     sq_tail_ = reinterpret_cast<unsigned*>(ring_ + p.sq_off.tail);
     sq_mask_ = *reinterpret_cast<unsigned*>(ring_ + p.sq_off.ring_mask);
     sq_array_ = reinterpret_cast<unsigned*>(ring_ + p.sq_off.array);
@@ -145,6 +157,7 @@ class ring {
   std::size_t ring_size_ = 0;
   io_uring_sqe* sqes_ = nullptr;
   std::size_t sqes_size_ = 0;
+  unsigned* sq_head_ = nullptr;
   unsigned* sq_tail_ = nullptr;
   unsigned sq_mask_ = 0;
   unsigned* sq_array_ = nullptr;
@@ -153,12 +166,13 @@ class ring {
   unsigned cq_mask_ = 0;
   io_uring_cqe* cqes_ = nullptr;
   unsigned queued_ = 0;
+  std::uint32_t submissions_ = 0;
 };
 
 ring* this_threads_ring() {
   if (!batches_allowed.load(std::memory_order_relaxed)) return nullptr;
   thread_local ring r;
-  return r.ready() ? &r : nullptr;
+  return r.ready() && r.idle() ? &r : nullptr;
 }
 
 }  // namespace
@@ -203,13 +217,13 @@ void close_all(std::span<const int> fds) {
     }
     bool closed[ring::entries] = {};
     // A close the kernel took is done whatever it answers (the descriptor leaves the table
-    // first); only one it did not take (an opcode it does not know) is closed here.
+    // first); only one it refused as a request (an opcode it does not know) is closed here.
     if (!r->submit_and_wait([&](std::uint64_t i, int res) {
-          if (i >= base && i - base < n) closed[i - base] = res != -EINVAL && res != -ECANCELED;
+          if (i >= base && i - base < n) closed[i - base] = res != -EINVAL;
         })) {
-      // The ring was given up: close what it did not, one call each.
-      for (std::size_t i = 0; i < n; ++i)
-        if (!closed[i]) ::close(fds[base + i]);
+      // The ring was given up. What this submission held may still be closed by the kernel,
+      // and a second close could hit a descriptor another thread has since been given: those
+      // are left (at worst a descriptor is lost). The later ones are closed one call each.
       for (std::size_t rest = base + n; rest < fds.size(); ++rest) ::close(fds[rest]);
       return;
     }

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -340,26 +341,42 @@ bool takes_first_look(std::string_view path, bool plain) {
   return plain && links.covering(path) == known_links::none && !linked.contains(folder_of(path));
 }
 
-// First looks taken ahead (look_ahead), in the order they were asked for; `next` is the first
-// not yet used. Cleared by end_look_ahead: an answer never outlives the round it was taken for.
+// The paths of a round (look_ahead), in the order they were given, each with the first look
+// taken for it, or none (not looked at, or an answer the look could not use). `ahead_count`
+// entries are the round's: the vector keeps its strings between rounds so that a round of the
+// usual size allocates nothing. end_look_ahead ends the round: a look never outlives it.
 struct looked_ahead {
   std::string path;
-  first_look look;
+  std::optional<first_look> look;
 };
 thread_local std::vector<looked_ahead> ahead;
-thread_local std::size_t ahead_next = 0;
+thread_local std::size_t ahead_count = 0;
+thread_local std::size_t ahead_next = 0;  // the first entry not yet passed
 thread_local std::uint64_t looked_ahead_answers = 0;  // see real_path_resolver::looked_ahead_answers
 std::atomic<std::uint64_t> look_ahead_rounds{0};      // see real_path_resolver::look_ahead_rounds
 
-// The first look taken ahead for `path`, or nothing. Looks are used in order: one the caller
-// skipped (its check was decided before its path was resolved) is passed over.
+// How far past the next entry a resolution looks for its path: the entries of checks decided
+// before their paths were resolved (a lexical denial stops a batch) are passed over, and a path
+// not among the next few makes its own look rather than search the whole round.
+constexpr std::size_t ahead_window = 8;
+
+// The first look taken ahead for `path`, or nothing. Each entry answers once, in order.
 std::optional<first_look> take_looked_ahead(std::string_view path) {
-  for (std::size_t i = ahead_next; i < ahead.size(); ++i) {
+  const std::size_t end = std::min(ahead_count, ahead_next + ahead_window);
+  for (std::size_t i = ahead_next; i < end; ++i) {
     if (ahead[i].path != path) continue;
     ahead_next = i + 1;
-    ++looked_ahead_answers;
+    if (ahead[i].look) ++looked_ahead_answers;
     return ahead[i].look;
   }
+  return std::nullopt;
+}
+
+// As look_for_links reads its one call's answer. Any other answer (an error such as EMFILE or
+// EACCES, a look the ring did not run) is none: resolve() then looks itself.
+std::optional<first_look> look_of(int res) {
+  if (res >= 0 || res == -ENOENT || res == -ENOTDIR) return first_look::own;
+  if (res == -ELOOP) return first_look::link;
   return std::nullopt;
 }
 
@@ -367,45 +384,44 @@ std::optional<first_look> take_looked_ahead(std::string_view path) {
 
 std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
   end_look_ahead();
-  thread_local std::vector<batched_open> opens;
-  opens.clear();
+  thread_local std::vector<std::size_t> to_look;  // the entries resolve() would take a look for
+  to_look.clear();
+  if (ahead.size() < paths.size()) ahead.resize(paths.size());
   for (const std::string& p : paths) {
-    if (p.size() >= PATH_MAX || !takes_first_look(p, canonical(p))) continue;
-    ahead.push_back({p, first_look::unknown});
+    looked_ahead& a = ahead[ahead_count++];
+    a.path.assign(p);
+    a.look.reset();
+    if (p.size() < PATH_MAX && takes_first_look(p, canonical(p))) to_look.push_back(ahead_count - 1);
   }
-  if (ahead.size() < 2) {  // one look alone costs less as a plain system call
-    ahead.clear();
-    return 0;
-  }
-  for (const looked_ahead& a : ahead) opens.push_back({a.path.c_str(), 0});
+  if (to_look.size() < 2) return 0;  // one look alone costs less as a plain system call
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
   how.resolve = RESOLVE_NO_SYMLINKS;
-  if (!open_all(opens, how)) {
-    ahead.clear();
-    return 0;
-  }
-  // As look_for_links reads its one call's answer. Any other answer (an error the walk would
-  // report, a look the ring did not run) keeps no entry: resolve() then looks itself.
-  thread_local std::vector<int> folders;
-  folders.clear();
+  // A chunk at a time, its folders' descriptors closed before the next: a round never holds
+  // more than one chunk's descriptors open.
+  constexpr std::size_t chunk = 128;
+  std::array<batched_open, chunk> opens;
+  std::array<int, chunk> folders;
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < ahead.size(); ++i) {
-    const int res = opens[i].result;
-    if (res >= 0) folders.push_back(res);
-    std::optional<first_look> look;
-    if (res >= 0 || res == -ENOENT || res == -ENOTDIR) look = first_look::own;
-    else if (res == -ELOOP) look = first_look::link;
-    if (look) ahead[kept++] = {std::move(ahead[i].path), *look};
+  for (std::size_t base = 0; base < to_look.size(); base += chunk) {
+    const std::size_t n = std::min(chunk, to_look.size() - base);
+    for (std::size_t i = 0; i < n; ++i) opens[i] = {ahead[to_look[base + i]].path.c_str(), 0};
+    if (!open_all(std::span(opens.data(), n), how)) break;
+    std::size_t open_folders = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int res = opens[i].result;
+      if (res >= 0) folders[open_folders++] = res;
+      ahead[to_look[base + i]].look = look_of(res);
+      kept += ahead[to_look[base + i]].look.has_value();
+    }
+    if (open_folders > 0) close_all(std::span<const int>(folders.data(), open_folders));
   }
-  ahead.resize(kept);
-  if (!folders.empty()) close_all(folders);
   if (kept > 0) io::look_ahead_rounds.fetch_add(1, std::memory_order_relaxed);
   return kept;
 }
 
 void real_path_resolver::end_look_ahead() {
-  ahead.clear();
+  ahead_count = 0;
   ahead_next = 0;
 }
 
@@ -439,7 +455,7 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   }
   bool met_link = false;
   if (plain && !linked.contains(dir)) {
-    const std::optional<first_look> taken = ahead.empty() ? std::nullopt : take_looked_ahead(normalized_abs);
+    const std::optional<first_look> taken = ahead_count == 0 ? std::nullopt : take_looked_ahead(normalized_abs);
     switch (taken ? *taken : look_for_links(normalized_abs)) {
       case first_look::own:
         return std::string(normalized_abs);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -527,4 +528,89 @@ TEST_CASE("without io_uring the resolver takes every look itself", "[io][resolve
   CHECK(taken == 0);
   CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
   CHECK(got == std::vector<std::string>{t / "real/file", t / "real/file", t / "real/missing"});
+}
+
+namespace {
+
+// Lowers this process's open-file limit to `limit` while it lives (tests that fill the table).
+struct file_limit {
+  rlimit old{};
+  explicit file_limit(rlim_t limit) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rlimit low = old;
+    low.rlim_cur = limit;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  }
+  ~file_limit() { ::setrlimit(RLIMIT_NOFILE, &old); }
+};
+
+}  // namespace
+
+TEST_CASE("a look the kernel refused is never taken for a look without a link", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "real/dir");
+  fs::create_directories(t / "secret");
+  fs::create_directory_symlink(t / "secret", t / "real/dir/link");
+  if (!looks_go_together()) {  // sets up this thread's ring too
+    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
+    return;
+  }
+  const std::vector<std::string> paths = {t / "real/dir/link", t / "real/dir/link"};
+  std::size_t taken = 0;
+  {
+    file_limit limit(256);
+    std::vector<int> filler;
+    for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);  // every open now fails with EMFILE
+    taken = io::real_path_resolver::look_ahead(paths);
+    for (int fd : filler) ::close(fd);
+  }
+  CHECK(taken == 0);
+  io::real_path_resolver r;
+  CHECK(*r.resolve(paths[0]) == t / "secret");
+  io::real_path_resolver::end_look_ahead();
+}
+
+TEST_CASE("a look passed over is not used by a later path of the round", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  fs::create_directories(t / "secret");
+  touch(t / "proj/a");
+  touch(t / "proj/b");
+  if (!looks_go_together()) {
+    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
+    return;
+  }
+  const std::string a = t / "proj/a", b = t / "proj/b";
+  REQUIRE(io::real_path_resolver::look_ahead(std::vector<std::string>{a, b}) == 2);
+  fs::remove(a);
+  fs::create_directory_symlink(t / "secret", a);
+  io::real_path_resolver r;
+  CHECK(*r.resolve(b) == b);             // b's look, passing a's over
+  CHECK(*r.resolve(a) == t / "secret");  // a's was passed over: it looks itself and meets the link
+  io::real_path_resolver::end_look_ahead();
+}
+
+TEST_CASE("a round of many folders holds at most one submission's descriptors at a time", "[io][resolver]") {
+  temp_tree t;
+  std::vector<std::string> folders;
+  for (int i = 0; i < 300; ++i) {
+    folders.push_back(t / ("d" + std::to_string(i)));
+    fs::create_directory(folders.back());
+  }
+  if (!looks_go_together()) {
+    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
+    return;
+  }
+  const std::size_t before = open_descriptors();
+  std::size_t taken = 0;
+  {
+    // Room for one submission's 128 descriptors and a few more, not for all 300 at once.
+    file_limit limit(static_cast<rlim_t>(before + 160));
+    taken = io::real_path_resolver::look_ahead(folders);
+  }
+  CHECK(taken == folders.size());
+  CHECK(open_descriptors() == before);
+  io::real_path_resolver r;
+  for (const auto& f : folders) CHECK(*r.resolve(f) == f);
+  io::real_path_resolver::end_look_ahead();
 }
