@@ -300,20 +300,29 @@ void check(checker_ptr self, pending_batch& p, bool in_round = false) {
   finish(self, p, in_round);
 }
 
-// At most this many batches are deferred before they are decided: a round's first looks go
-// to the kernel in one submission (io/open_batch.hpp holds 128).
+// At most this many batches are deferred before they are decided. A round's first looks go to
+// the kernel 128 at a time (io/open_batch.hpp); a tool call can hold a few paths.
 constexpr std::size_t max_deferred = 128;
 
+// Ends the round's look-ahead however the round ends, an exception included: a look never
+// answers for a check outside the round it was taken for.
+struct look_ahead_round {
+  explicit look_ahead_round(std::span<const std::string> paths) { io::real_path_resolver::look_ahead(paths); }
+  ~look_ahead_round() { io::real_path_resolver::end_look_ahead(); }
+  look_ahead_round(const look_ahead_round&) = delete;
+  look_ahead_round& operator=(const look_ahead_round&) = delete;
+};
+
 // Decides the batches that arrived while more waited in the mailbox, in the order they came.
-// The first looks of all their paths are taken at once first (real_path_resolver::look_ahead:
-// one system call for the round instead of one a path); every path is still resolved by
-// decide(), which takes its look from the round's. The round's flush is queued already
+// The first looks of all their paths are taken together first (real_path_resolver::look_ahead:
+// one system call for up to 128 of them instead of one a path); every path is still resolved
+// by decide(), which takes its look from the round's. The round's flush is queued already
 // (`deferred` is never left without one).
 void decide_deferred(checker_ptr self) {
   auto& s = self->state;
   if (s.deferred.empty()) return;
+  std::size_t n = 0;
   if (s.snapshot) {
-    std::size_t n = 0;
     for (const pending_batch& p : s.deferred) {
       for (const policy::gate_check& c : p.batch.checks) {
         if (c.kind != policy::subject_kind::path) continue;
@@ -321,12 +330,13 @@ void decide_deferred(checker_ptr self) {
         if (policy::path_to_resolve(c.subject, s.snapshot->cwd, s.snapshot->home, s.paths_ahead[n])) ++n;
       }
     }
-    io::real_path_resolver::look_ahead(std::span<const std::string>(s.paths_ahead.data(), n));
   }
   std::vector<pending_batch> round;
   round.swap(s.deferred);
-  for (pending_batch& p : round) check(self, p, /*in_round=*/true);
-  io::real_path_resolver::end_look_ahead();
+  {
+    look_ahead_round looks(std::span<const std::string>(s.paths_ahead.data(), n));
+    for (pending_batch& p : round) check(self, p, /*in_round=*/true);
+  }
   round.clear();
   if (s.deferred.capacity() < round.capacity()) s.deferred.swap(round);  // keep the room
 }

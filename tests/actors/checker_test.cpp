@@ -321,3 +321,33 @@ TEST_CASE("checks that came before a new snapshot are decided under the one befo
   CHECK(wrong == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("checks that came before an approver are decided without it", "[runtime][audit]") {
+  testing::temp_home home;
+  writer_rig rig(home);
+  testing::policy_fixture fixture;
+  // ext-5 has filesystem:read approved only: a fetch is pending, refused without an approver.
+  fixture.perms[5].capabilities = {{"filesystem:read", policy::permission_state::approved}};
+  auto checker = actors::spawn_checker(rig.sys, fixture.compile(/*interactive=*/true), rig.writer, {});
+  auto approver = rig.sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](actors::question_atom, actors::hitl_question&) { return actors::hitl_answer{actors::hitl_decision::allow, {}}; }};
+  });
+  auto batch = [](std::uint64_t ticket) {
+    actors::check_batch b{"ext-5", "sync", "c-" + std::to_string(ticket), "s-1",
+                          {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
+                                              "https://api.example.com/v1", {}, "url"}}};
+    b.ticket = ticket;
+    return b;
+  };
+  constexpr std::size_t n = 300;
+  for (std::size_t i = 0; i < n; ++i) rig.self->send(checker, actors::check_atom::value, batch(i + 1));
+  rig.self->send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
+  for (std::size_t i = n; i < 2 * n; ++i) rig.self->send(checker, actors::check_atom::value, batch(i + 1));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < 2 * n; ++i)
+    rig.self->receive([&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket > n); },
+                      caf::after(20s) >> [] { FAIL("a check was not answered"); });
+  CHECK(wrong == 0);
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(approver, caf::exit_reason::user_shutdown);
+}

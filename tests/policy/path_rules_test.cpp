@@ -2,6 +2,9 @@
 // real symlinks are tested in tests/io/path_resolver_test.cpp).
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "policy/path_rules.hpp"
 
 using namespace dhara::policy;
@@ -205,4 +208,40 @@ TEST_CASE("a relative path with a non-absolute session cwd is a failure", "[poli
   decision d = check(r, "x", "not/absolute");
   CHECK_FALSE(d.allowed());
   CHECK(d.decided_by == decider::failure);
+}
+
+namespace {
+
+// Records what check_path asks it to resolve, and answers with the path unchanged.
+class recording_resolver final : public path_resolver {
+ public:
+  mutable std::vector<std::string> asked;
+  result<std::string> resolve(std::string_view normalized_abs) const override {
+    asked.emplace_back(normalized_abs);
+    return std::string(normalized_abs);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("path_to_resolve names the path check_path resolves", "[policy][paths]") {
+  const auto r = rules({"/home/u/proj", "/tmp"}, {"/home/u/proj/secrets"});
+  const std::vector<std::string> raws = {
+      "src/a.ts",      "/home/u/proj/src/a.ts", "./lib/../src/b.ts", "~/proj/x",       "src//c/./d/",
+      "../proj/e",     "/home/u/proj/",         "/tmp/../home/u/f",  "link/../../up",  ".",
+      "/",             "~",                     "a/b/..",            "/home/u/proj/secrets/../g"};
+  for (const std::string& raw : raws) {
+    INFO(raw);
+    recording_resolver rec;
+    check_path(r, raw, "/home/u/proj", home, path_access::read, rec);
+    std::string named;
+    REQUIRE(path_to_resolve(raw, "/home/u/proj", home, named));
+    if (rec.asked.empty()) continue;  // denied lexically before anything was resolved
+    REQUIRE(rec.asked.size() == 1);
+    CHECK(named == rec.asked[0]);
+  }
+  std::string named;
+  CHECK_FALSE(path_to_resolve("", "/home/u/proj", home, named));
+  CHECK_FALSE(path_to_resolve(std::string("a\0b", 3), "/home/u/proj", home, named));
+  CHECK_FALSE(path_to_resolve("~other/x", "/home/u/proj", home, named));
 }
