@@ -338,7 +338,9 @@ void decide_deferred(checker_ptr self) {
     for (pending_batch& p : round) check(self, p, /*in_round=*/true);
   }
   round.clear();
-  if (s.deferred.capacity() < round.capacity()) s.deferred.swap(round);  // keep the room
+  // Keep the room for the next round. `deferred` is empty here: nothing defers during a round
+  // (a batch arrives only in its own handler).
+  if (s.deferred.capacity() < round.capacity()) s.deferred.swap(round);
 }
 
 }  // namespace
