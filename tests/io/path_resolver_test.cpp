@@ -408,6 +408,15 @@ bool looks_go_together() {
   return yes;
 }
 
+// Ends the test, with the reason, where this thread cannot take first looks together.
+#define SKIP_UNLESS_LOOKS_GO_TOGETHER()                                                              \
+  do {                                                                                               \
+    if (!looks_go_together()) {                                                                      \
+      WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check"); \
+      return;                                                                                        \
+    }                                                                                                \
+  } while (false)
+
 }  // namespace
 
 TEST_CASE("opens made together answer as the same openat2 calls made one by one", "[io][resolver]") {
@@ -459,10 +468,7 @@ TEST_CASE("first looks taken together give the answers resolve gives alone", "[i
   fs::create_directory_symlink(t / "real", t / "link");
   fs::create_symlink(t / "real/dir/file", t / "file-link");
   fs::create_symlink(t / "nowhere/x", t / "dangling");
-  if (!looks_go_together()) {
-    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to compare");
-    return;
-  }
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
   const std::vector<std::string> paths = {
       t / "real/dir/file", t / "real/dir",     t / "real/missing/x", t / "link/dir/file", t / "file-link",
       t / "dangling",      t / "real/dir/file/below", t / "real/dir/file", t / "link",   t / "real"};
@@ -488,10 +494,7 @@ TEST_CASE("a look taken ahead answers once and never after its round", "[io][res
   fs::create_directories(t / "secret");
   touch(t / "proj/notes");
   touch(t / "proj/other");
-  if (!looks_go_together()) {
-    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
-    return;
-  }
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
   io::real_path_resolver r;
   const std::string notes = t / "proj/notes";
   const std::vector<std::string> paths = {notes, t / "proj/other"};
@@ -551,10 +554,7 @@ TEST_CASE("a look the kernel refused is never taken for a look without a link", 
   fs::create_directories(t / "real/dir");
   fs::create_directories(t / "secret");
   fs::create_directory_symlink(t / "secret", t / "real/dir/link");
-  if (!looks_go_together()) {  // sets up this thread's ring too
-    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
-    return;
-  }
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();  // sets up this thread's ring too
   const std::vector<std::string> paths = {t / "real/dir/link", t / "real/dir/link"};
   std::size_t taken = 0;
   {
@@ -576,10 +576,7 @@ TEST_CASE("a look passed over is not used by a later path of the round", "[io][r
   fs::create_directories(t / "secret");
   touch(t / "proj/a");
   touch(t / "proj/b");
-  if (!looks_go_together()) {
-    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
-    return;
-  }
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
   const std::string a = t / "proj/a", b = t / "proj/b";
   REQUIRE(io::real_path_resolver::look_ahead(std::vector<std::string>{a, b}) == 2);
   fs::remove(a);
@@ -597,10 +594,7 @@ TEST_CASE("a round of many folders holds at most one submission's descriptors at
     folders.push_back(t / ("d" + std::to_string(i)));
     fs::create_directory(folders.back());
   }
-  if (!looks_go_together()) {
-    WARN("io_uring cannot be used here: the resolver looks one path at a time, nothing to check");
-    return;
-  }
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
   const std::size_t before = open_descriptors();
   std::size_t taken = 0;
   {
