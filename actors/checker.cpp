@@ -119,6 +119,7 @@ struct pending_batch {
   ticketed_promise<check_outcome> rp;
   std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
                            // snapshot may be replaced while the human thinks)
+  std::string asked_path;  // and the resolution it matched
 
   pending_batch(check_batch&& b, ticketed_promise<check_outcome>&& p) : batch(std::move(b)), rp(std::move(p)) {}
   pending_batch(pending_batch&&) = default;
@@ -149,11 +150,14 @@ policy::decision user_decision(const hitl_answer& a, const std::string& cap, con
 
 // Records one decided check, its audit line into `lines`; false when the batch is decided (the
 // first denial decides).
-bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_check& c, const policy::decision& d,
+bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_check& c, policy::decision&& d,
             const std::vector<std::string>& ignore_patterns) {
   if (p.first_capability.empty()) p.first_capability = policy::to_string(c.cap);
   add_audit_line(lines, p.batch, c, d, ignore_patterns);
-  if (d.allowed() && c.kind == policy::subject_kind::path) p.outcome.allowed_root = std::string(d.matched_rule);
+  if (d.allowed() && c.kind == policy::subject_kind::path) {
+    p.outcome.allowed_root = std::string(d.matched_rule);
+    p.outcome.checked_path = std::move(d.resolved);  // moved, not copied: no allocation a check
+  }
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
   return false;
@@ -176,7 +180,7 @@ std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, 
                policy::approve_command(p.batch.extension, c.cap) + "'",
            policy::decider::rule, {}};
     }
-    if (!record(p, lines, c, d, s.ignore_patterns)) break;
+    if (!record(p, lines, c, std::move(d), s.ignore_patterns)) break;
   }
   return std::nullopt;
 }
@@ -244,6 +248,7 @@ void finish(checker_ptr self, pending_batch& p, bool in_round = false) {
 void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy::decision& asked) {
   const policy::gate_check& question_check = p->batch.checks[p->next - 1];
   p->asked_root = std::string(asked.matched_rule);
+  p->asked_path = asked.resolved;
   hitl_question q;
   q.kind = question_kind::capability;
   q.extension = p->batch.extension;
@@ -264,7 +269,10 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy:
             if (!record(*p, p->lines, c, user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension),
                         self->state.ignore_patterns))
               return done();
-            if (c.kind == policy::subject_kind::path) p->outcome.allowed_root = p->asked_root;
+            if (c.kind == policy::subject_kind::path) {
+              p->outcome.allowed_root = p->asked_root;
+              p->outcome.checked_path = p->asked_path;
+            }
             if (!self->state.snapshot) {  // the store never sends none, but fail closed
               p->outcome = {false, std::string(policy::to_string(c.cap)), "no policy is loaded", policy::decider::failure, {}};
               return done();

@@ -38,6 +38,8 @@ struct check_outcome {
   std::string reason;
   policy::decider decided_by = policy::decider::failure;
   std::string allowed_root;  ///< for an allowed path check: the resolved allowed entry it lies under
+  std::string checked_path = {};  ///< and the path's resolution the check matched: host file operations open
+                             ///< it beneath allowed_root and refuse a symlink on the way (empty unless resolved)
   std::uint64_t ticket = 0;  ///< the batch's ticket, when it was sent with one
 };
 

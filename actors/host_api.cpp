@@ -37,14 +37,16 @@ std::optional<std::string> string_param(const json& params, const char* key) {
   return it->get<std::string>();
 }
 
-// The absolute, symlink-resolved form of a path an extension gave (what the check decided on).
-std::string resolved_path(const std::string& raw, const host_api_config& cfg) {
-  auto expanded = policy::expand_home(raw, cfg.home);
-  if (!expanded) return {};
-  auto normal = policy::normalize_path(*expanded, cfg.cwd);
-  if (!normal) return {};
-  auto resolved = io::real_path_resolver{}.resolve(*normal);
-  return resolved ? *resolved : std::string();
+// The path a file operation opens: the resolution its check matched, carried by the outcome,
+// never the path resolved again here. The operation opens it beneath the allowed root and
+// refuses any symlink on the way (io/host_ops.hpp), so a link swapped in after the check
+// cannot lead it anywhere the check did not allow, a denied folder beneath the root included.
+// A check that resolved nothing (a snapshot without a link-following resolver) opens nothing.
+policy::result<std::string> checked_path(const check_outcome& o, const std::string& raw) {
+  if (o.checked_path.empty() || o.allowed_root.empty())
+    return policy::make_error(policy::errc::resolve_failed,
+                              "'" + raw + "' was allowed without a resolved path to open; refused");
+  return o.checked_path;
 }
 
 // Builds the plan for a request, or the -32602/-32601 error for a malformed one.
@@ -81,9 +83,12 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     plan out;
     out.checks.push_back({capability::filesystem_read, subject_kind::path, *path, {}, "path"});
     out.make_job = [=](const check_outcome& o) -> job {
-      std::string abs = resolved_path(*path, *shared);
+      auto abs = checked_path(o, *path);
       std::size_t max = shared->max_file_bytes;
-      return [=] { return list ? from(io::fs_list(o.allowed_root, abs)) : from(io::fs_read(o.allowed_root, abs, encoding, max)); };
+      return [=]() -> call_result {
+        if (!abs) return from(abs.err());
+        return list ? from(io::fs_list(o.allowed_root, *abs)) : from(io::fs_read(o.allowed_root, *abs, encoding, max));
+      };
     };
     return out;
   }
@@ -96,16 +101,17 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     plan out;
     out.checks.push_back({capability::filesystem_write, subject_kind::path, *path, {}, "path"});
     out.make_job = [=](const check_outcome& o) -> job {
-      std::string abs = resolved_path(*path, *shared);
+      auto abs = checked_path(o, *path);
       std::size_t max = shared->max_file_bytes;
       return [=]() -> call_result {
+        if (!abs) return from(abs.err());
         std::string bytes = *content;
         if (encoding == "base64") {
           auto decoded = io::decode_base64(*content);
           if (!decoded) return call_error(io::rpc_error::invalid_params, decoded.err().message);
           bytes = std::move(*decoded);
         }
-        return from(io::fs_write(o.allowed_root, abs, bytes, max));
+        return from(io::fs_write(o.allowed_root, *abs, bytes, max));
       };
     };
     return out;

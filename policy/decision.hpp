@@ -37,6 +37,10 @@ struct decision {
   std::string reason;
   decider decided_by = decider::failure;
   std::string_view matched_rule;
+  /// For a path check allowed (or asked about) through a resolver that follows links: the
+  /// path's resolution, the one the rules matched. Host file operations open exactly this
+  /// path, refusing any symlink met on the way (io/host_ops.hpp). Empty otherwise.
+  std::string resolved = {};
 
   bool allowed() const { return verdict == verdict_kind::allow; }
 };

@@ -570,8 +570,9 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
     }
   }
 
-  // An allow names the resolved allowed root: host file operations open beneath it.
-  if (allowed) return {verdict_kind::allow, {}, decider::rule, allowed->normalized};
+  // An allow names the resolved allowed root and the resolution it matched: host file
+  // operations open that path beneath that root.
+  if (allowed) return {verdict_kind::allow, {}, decider::rule, allowed->normalized, std::move(resolved_storage)};
   std::string reason = std::string(access_word(access)) + " of '" + std::string(raw) + "'";
   if (effective != lexical) reason += " (resolves to '" + std::string(effective) + "')";
   reason += " is outside the allowed paths; add its folder to security.allowedPaths to allow it";

@@ -156,7 +156,7 @@ decision decide(const policy_snapshot& s, const check_request& r, const check_en
     // The subject's match (for a path: the allowed root it lies under) goes with the question,
     // so an allowed answer can be acted on like any allowed path.
     return {verdict_kind::ask, std::string(to_string(r.cap)) + " is pending approval", decider::rule,
-            subject.matched_rule};
+            subject.matched_rule, std::move(subject.resolved)};
   }
 
   decision subject = check_subject(s, ext, r, env);

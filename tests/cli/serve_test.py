@@ -367,5 +367,48 @@ def test_a_host_request_allowed_once_reads_beneath_its_allowed_root():
         s.close()
 
 
+def test_a_host_read_opens_the_path_that_was_checked_though_a_link_moved_while_the_human_thought():
+    """The check resolves lib/key.txt through lib -> src. While the user is asked, lib is made a
+    link to a denied folder beneath the same allowed root. The read must open what was checked
+    (src/key.txt), not resolve the path again and land in the denied folder."""
+    s = Server()
+    try:
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
+        for folder, text in (("src", "checked\n"), ("private", "PRIVATE\n")):
+            os.makedirs(os.path.join(s.project, folder))
+            with open(os.path.join(s.project, folder, "key.txt"), "w") as f:
+                f.write(text)
+        lib = os.path.join(s.project, "lib")
+        os.symlink("src", lib)
+        s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "private")]))
+        s.proc.kill()
+        s.proc.wait()
+        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        s.buffer = b""
+        s.initialize()
+        call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": "lib/key.txt"}}})
+        swapped = False
+        while True:
+            m = s.read()
+            assert m is not None, "EOF before the answer"
+            if m.get("method") == "approval/request":
+                p = m["params"]
+                if p["capability"] == "filesystem:read" and p["subject"].endswith("lib/key.txt"):
+                    os.remove(lib)
+                    os.symlink("private", lib)  # denied, beneath the same allowed root
+                    swapped = True
+                s.answer(m, "allow")
+                continue
+            assert m.get("id") == call, m
+            break
+        assert swapped, "the read's own path check was never asked about"
+        answer = json.loads(m["result"]["content"][0]["text"])
+        assert answer["result"]["content"] == "checked\n", answer
+        assert "PRIVATE" not in json.dumps(answer), answer
+    finally:
+        s.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())
