@@ -179,26 +179,38 @@ policy::result<std::string> relative_to_root(const std::string& root, const std:
   return npath->substr(*nroot == "/" ? 1 : nroot->size() + 1);
 }
 
-// Opens `rel` beneath the directory `root`. RESOLVE_BENEATH makes the kernel refuse any
-// resolution step that leaves the root — an absolute symlink, a `..` or a relative link
-// climbing out — at open time, so a link swapped in after the checker's realpath still cannot
-// escape (the check and the open are one atomic walk). RESOLVE_NO_MAGICLINKS refuses
-// /proc/<pid>/fd/N and /proc/<pid>/root style links, which jump to an object rather than a
-// path and so cannot be checked at all. Symlinks that stay beneath the root are followed.
+constexpr const char* no_openat2 =
+    "this kernel has no openat2 (Linux 5.6 or later is needed), so dhara refuses host file operations rather "
+    "than open files unsafely";
+
+// Opens `path_abs` beneath the directory `root`, by name: both are resolutions the checker
+// matched (no symlink in either when checked), so any symlink met now, in the root's own path
+// or beneath it, means something changed since the check, and the open is refused
+// (RESOLVE_NO_SYMLINKS, which refuses /proc's magic links too). RESOLVE_BENEATH keeps the
+// walk beneath the root as well, so a `..` can never leave it. The check and the open are
+// then one: the object opened is the one whose path was checked.
 policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs,
                                        std::uint64_t flags, std::uint64_t mode) {
   auto rel = relative_to_root(root, path_abs);
   if (!rel) return rel.err();
-  unique_fd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  open_how root_how{};
+  root_how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  root_how.resolve = RESOLVE_NO_SYMLINKS;
+  unique_fd dir(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &root_how, sizeof root_how)));
   if (!dir.valid()) {
-    int err = errno;
+    const int err = errno;
+    if (err == ELOOP)
+      return make_error(errc::invalid_path, "the allowed folder '" + root +
+                                                "' has a symlink on its path now, which it had not when the rules "
+                                                "were read; refused (start the session again if the change is wanted)");
+    if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
     return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
                       "cannot open the allowed folder '" + root + "': " + errno_text(err));
   }
   open_how how{};
   how.flags = flags | O_CLOEXEC | O_NOCTTY;
   how.mode = mode;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
   long fd = -1;
   int err = 0;
   // EAGAIN: a rename or mount raced with a `..` step and the kernel could not prove the walk
@@ -213,15 +225,14 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
   switch (err) {
     case ENOSYS:
       // No plain open() fallback: without RESOLVE_BENEATH a swapped-in link could escape.
-      return make_error(errc::resolve_failed,
-                        "this kernel has no openat2 (Linux 5.6 or later is needed), so dhara refuses host "
-                        "file operations rather than open files unsafely");
+      return make_error(errc::resolve_failed, no_openat2);
     case EXDEV:
       return make_error(errc::invalid_path, subject + " leads outside the allowed folder '" + root +
                                                 "' through a symlink or `..`; refused");
     case ELOOP:
       return make_error(errc::invalid_path, subject +
-                                                " goes through a /proc magic link or too many symlinks; refused");
+                                                " has a symlink on its path (one was put there after the path was "
+                                                "checked, or it is a /proc magic link); refused");
     case ENOENT:
       return make_error(errc::not_found, subject + " does not exist");
     case ENOTDIR:

@@ -242,7 +242,7 @@ TEST_CASE("an absolute symlink inside the root pointing outside cannot be read",
   auto r = io::fs_read(t.str(), t / "passwd", "utf8", 1 << 20);
   REQUIRE_FALSE(r);
   CHECK(r.err().code == errc::invalid_path);
-  CHECK_THAT(r.err().message, Catch::Contains("outside"));
+  CHECK_THAT(r.err().message, Catch::Contains("has a symlink on its path"));
 
   // A link in a directory component, and a relative link climbing out, are refused too.
   fs::create_directory_symlink("/etc", t / "etc");
@@ -258,18 +258,59 @@ TEST_CASE("an absolute symlink inside the root pointing outside cannot be read",
   CHECK(climb.err().code == errc::invalid_path);
 }
 
-TEST_CASE("a relative symlink that stays beneath the root is followed", "[io][host]") {
+// The operations open the resolution the checker matched, which holds no symlink: a link on the
+// way means the path changed after its check, even one that stays beneath the root (it could
+// lead into a denied folder there), so it is refused. The resolution itself opens.
+TEST_CASE("a symlink on the way is refused even when it stays beneath the root", "[io][host]") {
   temp_tree t;
   fs::create_directories(t / "real/deep");
   put(t / "real/deep/f.txt", "inside");
   fs::create_symlink("real/deep/f.txt", t / "link");
   fs::create_directory_symlink("..", t / "real/deep/up");  // goes up, still beneath
-  auto r = io::fs_read(t.str(), t / "link", "utf8", 100);
+  for (const std::string& p : {t / "link", t / "real/deep/up/deep/f.txt"}) {
+    INFO(p);
+    auto r = io::fs_read(t.str(), p, "utf8", 100);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::invalid_path);
+    CHECK_THAT(r.err().message, Catch::Contains("has a symlink on its path"));
+    auto w = io::fs_write(t.str(), p, "over", 100);
+    REQUIRE_FALSE(w);
+    CHECK(w.err().code == errc::invalid_path);
+  }
+  auto listed = io::fs_list(t.str(), t / "real/deep/up");
+  REQUIRE_FALSE(listed);
+  CHECK(listed.err().code == errc::invalid_path);
+  CHECK(get(t / "real/deep/f.txt") == "inside");
+  auto r = io::fs_read(t.str(), t / "real/deep/f.txt", "utf8", 100);
   REQUIRE(r);
   CHECK((*r)["content"] == "inside");
-  auto up = io::fs_read(t.str(), t / "real/deep/up/deep/f.txt", "utf8", 100);
-  REQUIRE(up);
-  CHECK((*up)["content"] == "inside");
+}
+
+// The root is a resolution too: a symlink in its own path (a folder of it replaced by a link
+// since the rules were read) is refused, rather than followed to wherever it leads.
+TEST_CASE("an allowed root with a symlink on its path is refused", "[io][host]") {
+  temp_tree t, elsewhere;
+  fs::create_directories(t / "proj");
+  put(t / "proj/a.txt", "project");
+  put(elsewhere / "a.txt", "elsewhere");
+  CHECK(io::fs_read(t / "proj", t / "proj/a.txt", "utf8", 100));
+  // The project folder is moved away and a link to another folder takes its place.
+  fs::rename(t / "proj", t / "proj.moved");
+  fs::create_directory_symlink(elsewhere.root, t / "proj");
+  auto r = io::fs_read(t / "proj", t / "proj/a.txt", "utf8", 100);
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == errc::invalid_path);
+  CHECK_THAT(r.err().message, Catch::Contains("the allowed folder '" + (t / "proj") + "' has a symlink on its path"));
+  auto w = io::fs_write(t / "proj", t / "proj/a.txt", "pwned", 100);
+  REQUIRE_FALSE(w);
+  CHECK(get(elsewhere / "a.txt") == "elsewhere");
+  auto l = io::fs_list(t / "proj", t / "proj");
+  REQUIRE_FALSE(l);
+  // A link further up the root's path is met as well.
+  fs::create_directory_symlink(t.root, elsewhere / "up");
+  auto up = io::fs_read(elsewhere / "up/proj.moved", elsewhere / "up/proj.moved/a.txt", "utf8", 100);
+  REQUIRE_FALSE(up);
+  CHECK(up.err().code == errc::invalid_path);
 }
 
 TEST_CASE("magic links under /proc are refused", "[io][host]") {

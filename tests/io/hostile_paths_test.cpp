@@ -184,8 +184,10 @@ TEST_CASE("hostile tree: symlink and dot-dot escapes are denied after resolution
     CHECK(d.verdict == r.expect);
     CHECK(d.reason.find(r.reason_has) != std::string::npos);
     if (d.allowed()) {
-      // The allowed path is readable through the host operation, beneath the matched root.
-      auto read = io::fs_read(std::string(d.matched_rule), tr.resolved(r.path), "utf8", 1 << 20);
+      // The decision carries the resolution it matched, and the host operation opens it
+      // beneath the matched root.
+      CHECK(d.resolved == tr.resolved(r.path));
+      auto read = io::fs_read(std::string(d.matched_rule), d.resolved, "utf8", 1 << 20);
       CHECK(read);
     }
   }
@@ -228,7 +230,8 @@ TEST_CASE("hostile tree: a link swapped in after the check cannot escape the all
   policy::decision d = tr.decide("swap/k", capability::filesystem_write);
   REQUIRE(d.allowed());
   std::string root(d.matched_rule);
-  std::string target = tr.resolved("swap/k");
+  std::string target = d.resolved;
+  CHECK(target == t / "proj/swap/k");
   // Between the check and the open, the folder becomes a link to the denied folder.
   fs::remove(t / "proj/swap");
   fs::create_directory_symlink(t / "secret", t / "proj/swap");
@@ -239,6 +242,51 @@ TEST_CASE("hostile tree: a link swapped in after the check cannot escape the all
   auto r = io::fs_read(root, t / "proj/swap/key", "utf8", 1 << 20);
   REQUIRE_FALSE(r);
   CHECK(get(t / "secret/key") == "TOP SECRET\n");
+}
+
+// A denied folder beneath the allowed root is out of RESOLVE_BENEATH's reach: only opening the
+// checked resolution, with no symlink followed, keeps a link retargeted after the check from
+// leading the operation into it.
+TEST_CASE("hostile tree: a link retargeted into a denied folder beneath the root after the check is not followed",
+          "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/private");
+  put(t / "proj/private/key", "PRIVATE\n");
+  put(t / "proj/src/key", "checked\n");
+  fs::create_directory_symlink("src", t / "proj/lib");
+  tr.config.denied_paths.push_back(t / "proj/private");
+  tr.snap = tr.compile();
+  REQUIRE(tr.decide("private/key").verdict == verdict_kind::deny);
+  REQUIRE(tr.decide("lib/key").allowed());  // the control: a plain read through the link
+  policy::decision d = tr.decide("lib/key");
+  const std::string root(d.matched_rule);
+  CHECK(root == t / "proj");
+  CHECK(d.resolved == t / "proj/src/key");
+  policy::decision w = tr.decide("lib/key", capability::filesystem_write);
+  REQUIRE(w.allowed());
+
+  // After the check, lib is made a link into the denied folder: the operation opens what was
+  // checked, not what the path names now.
+  fs::remove(t / "proj/lib");
+  fs::create_directory_symlink("private", t / "proj/lib");
+  REQUIRE(tr.decide("lib/key").verdict == verdict_kind::deny);  // as a check now would decide
+  auto r = io::fs_read(root, d.resolved, "utf8", 1 << 20);
+  REQUIRE(r);
+  CHECK((*r)["content"] == "checked\n");
+
+  // And a folder of the checked path itself replaced by a link into the denied folder: refused.
+  fs::rename(t / "proj/src", t / "proj/src.old");
+  fs::create_directory_symlink("private", t / "proj/src");
+  auto again = io::fs_read(root, d.resolved, "utf8", 1 << 20);
+  REQUIRE_FALSE(again);
+  CHECK(again.err().code == policy::errc::invalid_path);
+  auto written = io::fs_write(root, w.resolved, "pwned", 1 << 20);
+  REQUIRE_FALSE(written);
+  CHECK(written.err().code == policy::errc::invalid_path);
+  CHECK(get(t / "proj/private/key") == "PRIVATE\n");
+  auto listed = io::fs_list(root, t / "proj/src");
+  REQUIRE_FALSE(listed);
 }
 
 TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
