@@ -488,6 +488,10 @@ policy::result<std::string> real_path_resolver::resolve_by_walk(std::string_view
     todo.pop_back();
     if (comp == ".") continue;
     if (comp == "..") {
+      // The kernel cannot walk back out of a part that does not exist (or is no folder), and
+      // the links after it would go unread if the walk went on as text: refused, as it fails.
+      if (missing)
+        return fail(normalized_abs, "a '..' comes after a part of the path that does not exist or is not a folder");
       auto cut = done.rfind('/');
       done.resize(cut == std::string::npos ? 0 : cut);
       continue;
@@ -504,7 +508,12 @@ policy::result<std::string> real_path_resolver::resolve_by_walk(std::string_view
       }
       return fail(normalized_abs, std::strerror(errno));
     }
-    if (!S_ISLNK(st.st_mode)) continue;
+    if (!S_ISLNK(st.st_mode)) {
+      // Nothing is below a file: the kernel's walk would stop here (ENOTDIR), as at a part
+      // that does not exist, and so does this one's.
+      if (!S_ISDIR(st.st_mode) && !todo.empty()) missing = true;
+      continue;
+    }
     if (++links > max_links) return fail(normalized_abs, "too many levels of symbolic links");
     ssize_t n = ::readlink(done.c_str(), target, sizeof target);
     if (n < 0) return fail(normalized_abs, std::strerror(errno));

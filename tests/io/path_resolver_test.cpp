@@ -120,6 +120,42 @@ TEST_CASE("path checks through the real resolver catch link escapes", "[io][reso
   CHECK_FALSE(check("/proc/self/root" + (t / "secret/key")).allowed());
 }
 
+// The component walk used to go on as text after a missing part, so a `..` that climbed back
+// out of it skipped every link after it: `nope/../to-secret/key` was allowed, resolved to the
+// lexical `proj/to-secret/key`. After a file it climbed as if the file were a folder. The
+// kernel cannot walk such paths (ENOENT, ENOTDIR), and neither does the walk now.
+TEST_CASE("a .. after a missing part is refused and never hides a link after it", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj/src");
+  fs::create_directories(t / "proj/secret");
+  touch(t / "proj/secret/key");
+  touch(t / "proj/src/a.ts");
+  fs::create_directory_symlink("secret", t / "proj/to-secret");
+  fs::create_directory_symlink("nope/../to-secret", t / "proj/tricky");  // the same, from a link
+  fs::create_symlink("src/a.ts/../a.ts", t / "proj/through-a-file");
+
+  io::real_path_resolver resolver;
+  policy::path_rules_input in{{t / "proj"}, {t / "proj/secret"}, "/nonexistent-home", t / "dhara-home", t / "proj"};
+  auto rules = policy::compile_path_rules(in, resolver);
+  REQUIRE(rules);
+  auto check = [&](const std::string& p) {
+    return policy::check_path(*rules, p, t / "proj", "/nonexistent-home", policy::path_access::read, resolver);
+  };
+  for (const std::string p : {"nope/../to-secret/key", "tricky/key", "nope/deeper/../../to-secret/key",
+                              "src/a.ts/../../to-secret/key", "through-a-file"}) {
+    INFO(p);
+    const policy::decision d = check(p);
+    CHECK_FALSE(d.allowed());
+    CHECK_THAT(d.reason, Catch::Contains("a '..' comes after a part of the path that does not exist or is not a folder"));
+    auto walked = io::real_path_resolver::resolve_by_walk(t / "proj/" + p);
+    CHECK_FALSE(walked);
+  }
+  // The controls: a `..` after parts that exist, and a missing part with no `..` after it.
+  CHECK(check("src/../src/a.ts").allowed());
+  CHECK(check("nope/new.txt").allowed());
+  CHECK_FALSE(check("to-secret/../secret/key").allowed());
+}
+
 TEST_CASE("a denied entry that is a link denies both its name and its target", "[io][resolver]") {
   temp_tree t;
   fs::create_directories(t / "data/keys");
@@ -309,10 +345,14 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   relink(t / "other");  // an absolute one
   check(a, t / "other/a.ts", true);
 
-  // A `..` after a name: the walk stops at file.txt, before it, where the component walk goes
-  // on and meets x. The usual way answers.
+  // A `..` after a file: the kernel's walks stop at file.txt (ENOTDIR), and the component walk
+  // does too (it went on through the file and met x until 2026-12-03, sixth session): no answer.
   relink("file.txt/../x");
-  check(a, t / "elsewhere/a.ts", false);
+  {
+    INFO("proj/lib -> file.txt/../x");
+    CHECK_FALSE(r.resolve(a));
+    CHECK_FALSE(io::real_path_resolver::resolve_by_walk(a));
+  }
   relink("src");
   check(a, t / "proj/src/a.ts", true);
 
