@@ -289,6 +289,24 @@ TEST_CASE("hostile tree: a link retargeted into a denied folder beneath the root
   REQUIRE_FALSE(listed);
 }
 
+// At yolo every path is allowed beneath "/" but dhara's own files: the decision still names the
+// root and the resolution, so host file operations work, and open only what was checked.
+TEST_CASE("hostile tree: at yolo host file operations open the checked resolution beneath /", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  tr.config.level = policy::security_level::yolo;
+  tr.snap = tr.compile();
+  policy::decision d = tr.decide("to-outside/file");
+  REQUIRE(d.allowed());
+  CHECK(d.decided_by == policy::decider::yolo);
+  CHECK(std::string(d.matched_rule) == "/");
+  CHECK(d.resolved == t / "outside/file");
+  auto r = io::fs_read(std::string(d.matched_rule), d.resolved, "utf8", 1 << 20);
+  REQUIRE(r);
+  CHECK((*r)["content"] == "outside\n");
+  CHECK_FALSE(tr.decide("perm-link", capability::filesystem_write).allowed());  // dhara's own files
+}
+
 TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
   trap_tree tr;
   const temp_tree& t = tr.t;
