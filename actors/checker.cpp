@@ -154,9 +154,9 @@ bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_che
             const std::vector<std::string>& ignore_patterns) {
   if (p.first_capability.empty()) p.first_capability = policy::to_string(c.cap);
   add_audit_line(lines, p.batch, c, d, ignore_patterns);
-  if (d.allowed() && c.kind == policy::subject_kind::path) {
+  if (d.allowed() && c.kind == policy::subject_kind::path && p.batch.opens_paths) {
     p.outcome.allowed_root = std::string(d.matched_rule);
-    p.outcome.checked_path = std::move(d.resolved);  // moved, not copied: no allocation a check
+    p.outcome.checked_path = std::move(d.resolved);
   }
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
@@ -269,7 +269,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy:
             if (!record(*p, p->lines, c, user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension),
                         self->state.ignore_patterns))
               return done();
-            if (c.kind == policy::subject_kind::path) {
+            if (c.kind == policy::subject_kind::path && p->batch.opens_paths) {
               p->outcome.allowed_root = p->asked_root;
               p->outcome.checked_path = p->asked_path;
             }

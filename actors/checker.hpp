@@ -29,6 +29,9 @@ struct check_batch {
   std::string session;
   std::vector<policy::gate_check> checks;
   std::uint64_t ticket = 0;  ///< the caller's, echoed in the check_outcome (actors/ticketed_promise.hpp)
+  /// A host request: the outcome of an allowed path check names the allowed root and the
+  /// checked resolution, which a file operation opens. Tool calls do not pay for them.
+  bool opens_paths = false;
 };
 
 /// The verdict on a batch: allowed, or the first denial with its capability and reason.
@@ -37,9 +40,11 @@ struct check_outcome {
   std::string capability;
   std::string reason;
   policy::decider decided_by = policy::decider::failure;
-  std::string allowed_root;  ///< for an allowed path check: the resolved allowed entry it lies under
-  std::string checked_path = {};  ///< and the path's resolution the check matched: host file operations open
-                             ///< it beneath allowed_root and refuse a symlink on the way (empty unless resolved)
+  /// For an allowed path check of a batch that opens_paths (the last one, should there be
+  /// several): the resolved allowed entry it lies under, and the path's resolution the check
+  /// matched, which a host file operation opens beneath it, refusing any symlink on the way.
+  std::string allowed_root;
+  std::string checked_path = {};
   std::uint64_t ticket = 0;  ///< the batch's ticket, when it was sent with one
 };
 

@@ -229,6 +229,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
           }
           plan p = std::move(std::get<plan>(planned));
           check_batch batch{r.extension, r.method, r.tool_call_id, self->state.cfg->session, p.checks};
+          batch.opens_paths = true;
           batch.ticket = self->state.replies.expect_check(
               self, checker, [self, rp, p](check_outcome* o, const caf::error& lost) mutable {
                 if (o == nullptr) {
