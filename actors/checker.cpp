@@ -117,9 +117,6 @@ struct pending_batch {
   std::string_view first_capability;  // of the first of them, named if the audit fails
   check_outcome outcome{true, {}, {}, policy::decider::rule, {}};
   ticketed_promise<check_outcome> rp;
-  std::string asked_root;  // the allowed root of a path check being asked about (a copy: the
-                           // snapshot may be replaced while the human thinks)
-  std::string asked_path;  // and the resolution it matched
 
   pending_batch(check_batch&& b, ticketed_promise<check_outcome>&& p) : batch(std::move(b)), rp(std::move(p)) {}
   pending_batch(pending_batch&&) = default;
@@ -163,17 +160,16 @@ bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_che
   return false;
 }
 
-// Decides the checks of `p` from p.next on, their lines into `lines`. Returns the decision of
-// the check a human must be asked about (an approver is set: p.next is past it), or nothing
-// when the batch is decided.
-std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines) {
+// Decides the checks of `p` from p.next on, their lines into `lines`. True when a human must be
+// asked about a check (an approver is set: p.next is past it), false when the batch is decided.
+bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines) {
   auto& s = self->state;
   policy::check_environment env{&s.resolver, s.locator.get()};
   while (p.next < p.batch.checks.size()) {
     const policy::gate_check& c = p.batch.checks[p.next++];
     policy::decision d = policy::decide(*s.snapshot, c.request(p.batch.extension), env);
     if (d.verdict == policy::verdict_kind::ask) {
-      if (s.approver) return d;
+      if (s.approver) return true;
       // Nobody can be asked (a batch without a terminal): refused, with the approve command.
       d = {policy::verdict_kind::deny,
            std::string(policy::to_string(c.cap)) + " is not approved for '" + p.batch.extension + "'; run '" +
@@ -182,7 +178,7 @@ std::optional<policy::decision> decide_from(checker_ptr self, pending_batch& p, 
     }
     if (!record(p, lines, c, std::move(d), s.ignore_patterns)) break;
   }
-  return std::nullopt;
+  return false;
 }
 
 // With more checks than this in the mailbox, their lines go to the writer in appends of this
@@ -243,12 +239,11 @@ void finish(checker_ptr self, pending_batch& p, bool in_round = false) {
   if (!in_round) flush_soon(self);
 }
 
-// Asks the approver about the check before p->next (whose decision was `asked`), then goes on
-// with the batch; its lines stay with it until it is decided.
-void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy::decision& asked) {
+// Asks the approver about the check before p->next (its decision was `ask`), decides it again
+// under the rules in force when the answer comes, then goes on with the batch; its lines stay
+// with it until it is decided.
+void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
   const policy::gate_check& question_check = p->batch.checks[p->next - 1];
-  p->asked_root = std::string(asked.matched_rule);
-  p->asked_path = asked.resolved;
   hitl_question q;
   q.kind = question_kind::capability;
   q.extension = p->batch.extension;
@@ -265,19 +260,30 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p, const policy:
   self->request(self->state.approver, caf::infinite, question_atom::value, std::move(q))
       .then(
           [self, p, done](hitl_answer& a) {
+            auto& s = self->state;
             const policy::gate_check& c = p->batch.checks[p->next - 1];
-            if (!record(*p, p->lines, c, user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension),
-                        self->state.ignore_patterns))
-              return done();
-            if (c.kind == policy::subject_kind::path && p->batch.opens_paths) {
-              p->outcome.allowed_root = p->asked_root;
-              p->outcome.checked_path = p->asked_path;
-            }
-            if (!self->state.snapshot) {  // the store never sends none, but fail closed
-              p->outcome = {false, std::string(policy::to_string(c.cap)), "no policy is loaded", policy::decider::failure, {}};
+            if (!s.snapshot) {  // the store never sends none, but fail closed
+              record(*p, p->lines, c, policy::failure_decision("no policy is loaded"), s.ignore_patterns);
               return done();
             }
-            if (auto next = decide_from(self, *p, p->lines)) return ask_human(self, p, *next);
+            policy::decision answer = user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension);
+            if (answer.allowed()) {
+              // The rules may have changed while the human thought: the check is decided again
+              // under the snapshot in force now. A denial stands; otherwise the user's answer does,
+              // with what this decision matched (for a path, the root and the resolution a host
+              // file operation opens, as of now).
+              policy::check_environment env{&s.resolver, s.locator.get()};
+              policy::decision now = policy::decide(*s.snapshot, c.request(p->batch.extension), env);
+              if (now.verdict == policy::verdict_kind::deny) {
+                now.reason = "checked again when the user answered: " + now.reason;
+                answer = std::move(now);
+              } else {
+                answer.matched_rule = now.matched_rule;
+                answer.resolved = std::move(now.resolved);
+              }
+            }
+            if (!record(*p, p->lines, c, std::move(answer), s.ignore_patterns)) return done();
+            if (decide_from(self, *p, p->lines)) return ask_human(self, p);
             done();
           },
           [self, p, done](caf::error& e) {
@@ -298,12 +304,12 @@ void check(checker_ptr self, pending_batch& p, bool in_round = false) {
     return;
   }
   const std::size_t first_line = s.lines.size();
-  if (auto asked = decide_from(self, p, s.lines)) {
+  if (decide_from(self, p, s.lines)) {
     auto held = std::make_shared<pending_batch>(std::move(p));
     // Its lines so far go with it: they must reach the writer in the append its answer waits
     // for, not in an earlier one whose failure would leave it released without them.
     s.lines.move_tail(first_line, held->lines);
-    return ask_human(self, std::move(held), *asked);
+    return ask_human(self, std::move(held));
   }
   finish(self, p, in_round);
 }

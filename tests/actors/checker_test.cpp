@@ -226,9 +226,10 @@ struct disk_project {
     fixture.config.allowed_paths[0] = proj.string();
     fixture.config.denied_paths[0] = (proj / "secrets").string();
   }
-  std::shared_ptr<const policy::policy_snapshot> compile() const {
+  std::shared_ptr<const policy::policy_snapshot> compile(bool interactive = false) const {
     static const io::real_path_resolver resolver;
-    return fixture.compile_at((std::filesystem::canonical(home.root) / "home").string(), proj.string(), false, &resolver);
+    return fixture.compile_at((std::filesystem::canonical(home.root) / "home").string(), proj.string(), interactive,
+                              &resolver);
   }
 };
 
@@ -354,4 +355,66 @@ TEST_CASE("checks that came before an approver are decided without it", "[runtim
   CHECK(wrong == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(approver, caf::exit_reason::user_shutdown);
+}
+
+// A path check the user is asked about is decided again when the answer comes, under the rules
+// in force then: a denial made meanwhile stands, and an allowed host request names the root and
+// the resolution of that second decision, which its file operation opens.
+TEST_CASE("a path check the user allowed is decided again under the rules in force when the answer comes",
+          "[runtime][audit]") {
+  disk_project d;
+  d.fixture.perms[5].capabilities = {};  // ext-5: filesystem:read pending, so each read is asked
+  writer_rig rig(d.home);
+  auto checker = actors::spawn_checker(rig.sys, d.compile(/*interactive=*/true), rig.writer, {});
+  auto approver = rig.sys.spawn(releasable_approver, caf::actor_cast<caf::actor>(rig.self));
+  caf::anon_send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
+  auto host_read = [&](std::uint64_t ticket) {
+    actors::check_batch b = read_of("src/a.ts", ticket);
+    b.extension = "ext-5";
+    b.opens_paths = true;
+    return b;
+  };
+  auto answer_to = [&](actors::check_batch b) {
+    auto waiting = rig.self->request(checker, 10s, actors::check_atom::value, std::move(b));
+    rig.self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never asked the approver"); });
+    return waiting;
+  };
+
+  // The rules unchanged: allowed, naming the project and the file's resolution.
+  auto first = answer_to(host_read(1));
+  rig.self->send(approver, release_atom::value);
+  first.receive(
+      [&](actors::check_outcome& o) {
+        CHECK(o.allowed);
+        CHECK(o.allowed_root == d.proj.string());
+        CHECK(o.checked_path == (d.proj / "src/a.ts").string());
+      },
+      [&](caf::error& e) { FAIL("the check was not answered: " << rig.sys.render(e)); });
+
+  // src denied while the user is asked: the answer allow does not override the new denial.
+  auto second = answer_to(host_read(2));
+  d.fixture.config.denied_paths.push_back((d.proj / "src").string());
+  rig.self->send(checker, actors::snapshot_atom::value, d.compile(/*interactive=*/true));
+  rig.self->send(approver, release_atom::value);
+  second.receive(
+      [&](actors::check_outcome& o) {
+        CHECK_FALSE(o.allowed);
+        CHECK_THAT(o.reason, Catch::Contains("checked again when the user answered: "));
+        CHECK_THAT(o.reason, Catch::Contains("denied by the rule " + (d.proj / "src").string()));
+        CHECK(o.checked_path.empty());
+      },
+      [&](caf::error& e) { FAIL("the check was not answered: " << rig.sys.render(e)); });
+  for (auto actor : {caf::actor_cast<caf::actor>(checker), approver, caf::actor_cast<caf::actor>(rig.writer)})
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  auto v = io::verify_audit(d.home.dhara_home().string());
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->lines == 2);
+  std::ifstream in(d.home.dhara_home() / "audit.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["action"] == "allowed");
+  CHECK(lines[0]["decidedBy"] == "user");
+  CHECK(lines[1]["action"] == "denied");
 }

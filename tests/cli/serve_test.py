@@ -367,10 +367,10 @@ def test_a_host_request_allowed_once_reads_beneath_its_allowed_root():
         s.close()
 
 
-def test_a_host_read_opens_the_path_that_was_checked_though_a_link_moved_while_the_human_thought():
-    """The check resolves lib/key.txt through lib -> src. While the user is asked, lib is made a
-    link to a denied folder beneath the same allowed root. The read must open what was checked
-    (src/key.txt), not resolve the path again and land in the denied folder."""
+def test_a_host_read_never_reaches_a_denied_file_through_a_link_moved_while_the_human_thought():
+    """The read of lib/key.txt (lib -> src) is asked about. While the user is asked, lib is made
+    a link to a denied folder beneath the same allowed root. The answer allow does not reach the
+    denied file: the check is decided again when the answer comes, and refuses it."""
     s = Server()
     try:
         shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
@@ -404,8 +404,10 @@ def test_a_host_read_opens_the_path_that_was_checked_though_a_link_moved_while_t
             break
         assert swapped, "the read's own path check was never asked about"
         answer = json.loads(m["result"]["content"][0]["text"])
-        assert answer["result"]["content"] == "checked\n", answer
         assert "PRIVATE" not in json.dumps(answer), answer
+        assert "result" not in answer, answer
+        assert "checked again when the user answered" in json.dumps(answer), answer
+        assert "private" in json.dumps(answer), answer  # the reason names where the path leads now
     finally:
         s.close()
 
