@@ -187,8 +187,9 @@ constexpr const char* no_openat2 =
 // matched (no symlink in either when checked), so any symlink met now, in the root's own path
 // or beneath it, means something changed since the check, and the open is refused
 // (RESOLVE_NO_SYMLINKS, which refuses /proc's magic links too). RESOLVE_BENEATH keeps the
-// walk beneath the root as well, so a `..` can never leave it. The check and the open are
-// then one: the object opened is the one whose path was checked.
+// walk beneath the root as well, so a `..` can never leave it. The path opened is the path
+// checked, walked the same way; rules name paths, so a folder renamed since the check (the
+// parent of a denied one, say) is not seen here (docs/security-model.md).
 policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs,
                                        std::uint64_t flags, std::uint64_t mode) {
   auto rel = relative_to_root(root, path_abs);
@@ -227,12 +228,11 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
       // No plain open() fallback: without RESOLVE_BENEATH a swapped-in link could escape.
       return make_error(errc::resolve_failed, no_openat2);
     case EXDEV:
-      return make_error(errc::invalid_path, subject + " leads outside the allowed folder '" + root +
-                                                "' through a symlink or `..`; refused");
+      return make_error(errc::invalid_path, subject + " leads outside the allowed folder '" + root + "'; refused");
     case ELOOP:
       return make_error(errc::invalid_path, subject +
-                                                " has a symlink on its path (one was put there after the path was "
-                                                "checked, or it is a /proc magic link); refused");
+                                                " has a symlink on its path, which its check did not resolve (the "
+                                                "path changed since, or it is a /proc magic link); refused");
     case ENOENT:
       return make_error(errc::not_found, subject + " does not exist");
     case ENOTDIR:

@@ -19,18 +19,19 @@ namespace dhara::io {
 // Error codes, the same for every operation here:
 //   errc::invalid_path  — the path is not under the allowed root, or a symlink is met on the
 //                         way to it (the root's own path included): refused.
-//
-// A file operation's path is the resolution its check matched (policy::decision::resolved),
-// and its root the resolved allowed entry that matched: neither holds a symlink when checked.
-// Both are opened as they are, by name, with no symlink followed (openat2 RESOLVE_NO_SYMLINKS,
-// the path RESOLVE_BENEATH the root), so what is opened is what was checked: a link swapped
-// in since, into a denied folder beneath the root or out of it, makes the operation fail.
 //   errc::not_found     — the file, directory or executable does not exist.
 //   errc::invalid_value — the request is refused for its content: too large, not UTF-8, an
 //                         unknown encoding, a bad header or method, a host that resolves to a
 //                         refused address or does not resolve, an argv that is not absolute.
 //   errc::resolve_failed — the operating system or the network failed (permission denied,
 //                         connection refused, timeout, no openat2 in the kernel).
+//
+// A file operation's path is the resolution its check matched (policy::decision::resolved),
+// and its root the resolved allowed entry that matched: neither holds a symlink when checked.
+// Both are opened as they are, by name, with no symlink followed (openat2 RESOLVE_NO_SYMLINKS,
+// the path RESOLVE_BENEATH the root): a link put on either since the check, into a denied
+// folder beneath the root or out of it, makes the operation fail. Deny rules name paths, so
+// this holds for links; a folder renamed since (a denied folder's parent) is not followed up.
 
 /// Most entries fs_list returns; more set `truncated` (the first names in byte order are kept).
 inline constexpr std::size_t max_list_entries = 10000;
