@@ -148,12 +148,13 @@ policy::decision user_decision(const hitl_answer& a, const std::string& cap, con
 // Records one decided check, its audit line into `lines`; false when the batch is decided (the
 // first denial decides).
 bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_check& c, policy::decision&& d,
-            const std::vector<std::string>& ignore_patterns) {
+            const checker_state& s) {
   if (p.first_capability.empty()) p.first_capability = policy::to_string(c.cap);
-  add_audit_line(lines, p.batch, c, d, ignore_patterns);
+  add_audit_line(lines, p.batch, c, d, s.ignore_patterns);
   if (d.allowed() && c.kind == policy::subject_kind::path && p.batch.opens_paths) {
     p.outcome.allowed_root = std::string(d.matched_rule);
     p.outcome.checked_path = std::move(d.resolved);
+    if (s.snapshot) p.outcome.denied_ids = s.snapshot->paths.denied_ids;
   }
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};
@@ -176,7 +177,7 @@ bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines)
                policy::approve_command(p.batch.extension, c.cap) + "'",
            policy::decider::rule, {}};
     }
-    if (!record(p, lines, c, std::move(d), s.ignore_patterns)) break;
+    if (!record(p, lines, c, std::move(d), s)) break;
   }
   return false;
 }
@@ -263,7 +264,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
             auto& s = self->state;
             const policy::gate_check& c = p->batch.checks[p->next - 1];
             if (!s.snapshot) {  // the store never sends none, but fail closed
-              record(*p, p->lines, c, policy::failure_decision("no policy is loaded"), s.ignore_patterns);
+              record(*p, p->lines, c, policy::failure_decision("no policy is loaded"), s);
               return done();
             }
             policy::decision answer = user_decision(a, std::string(policy::to_string(c.cap)), p->batch.extension);
@@ -282,7 +283,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
                 answer.resolved = std::move(now.resolved);
               }
             }
-            if (!record(*p, p->lines, c, std::move(answer), s.ignore_patterns)) return done();
+            if (!record(*p, p->lines, c, std::move(answer), s)) return done();
             if (decide_from(self, *p, p->lines)) return ask_human(self, p);
             done();
           },
@@ -291,7 +292,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
             record(*p, p->lines, c,
                    user_decision({hitl_decision::lost, self->system().render(e)}, std::string(policy::to_string(c.cap)),
                                  p->batch.extension),
-                   self->state.ignore_patterns);
+                   self->state);
             done();
           });
 }

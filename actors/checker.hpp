@@ -4,6 +4,7 @@
 // audit write, a pending capability nobody can be asked about, a lost answer — denies.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct check_outcome {
   /// matched, which a host file operation opens beneath it, refusing any symlink on the way.
   std::string allowed_root;
   std::string checked_path = {};
+  /// The identities of the denied entries of the rules that allowed it (a host request's only):
+  /// the file operation refuses what lies in one, wherever it was moved.
+  std::shared_ptr<const std::vector<policy::file_id>> denied_ids = {};
   std::uint64_t ticket = 0;  ///< the batch's ticket, when it was sent with one
 };
 

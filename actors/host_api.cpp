@@ -87,7 +87,9 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       std::size_t max = shared->max_file_bytes;
       return [=]() -> call_result {
         if (!abs) return from(abs.err());
-        return list ? from(io::fs_list(o.allowed_root, *abs)) : from(io::fs_read(o.allowed_root, *abs, encoding, max));
+        const std::span<const policy::file_id> denied = o.denied_ids ? *o.denied_ids : std::span<const policy::file_id>();
+        return list ? from(io::fs_list(o.allowed_root, *abs, io::max_list_entries, denied))
+                    : from(io::fs_read(o.allowed_root, *abs, encoding, max, denied));
       };
     };
     return out;
@@ -111,7 +113,8 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
           if (!decoded) return call_error(io::rpc_error::invalid_params, decoded.err().message);
           bytes = std::move(*decoded);
         }
-        return from(io::fs_write(o.allowed_root, *abs, bytes, max));
+        const std::span<const policy::file_id> denied = o.denied_ids ? *o.denied_ids : std::span<const policy::file_id>();
+        return from(io::fs_write(o.allowed_root, *abs, bytes, max, denied));
       };
     };
     return out;

@@ -183,45 +183,23 @@ constexpr const char* no_openat2 =
     "this kernel has no openat2 (Linux 5.6 or later is needed), so dhara refuses host file operations rather "
     "than open files unsafely";
 
-// Opens `path_abs` beneath the directory `root`, by name: both are resolutions the checker
-// matched (no symlink in either when checked), so any symlink met now, in the root's own path
-// or beneath it, means something changed since the check, and the open is refused
-// (RESOLVE_NO_SYMLINKS, which refuses /proc's magic links too). RESOLVE_BENEATH keeps the
-// walk beneath the root as well, so a `..` can never leave it. The path opened is the path
-// checked, walked the same way; rules name paths, so a folder renamed since the check (the
-// parent of a denied one, say) is not seen here (docs/security-model.md).
-policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs,
-                                       std::uint64_t flags, std::uint64_t mode) {
-  auto rel = relative_to_root(root, path_abs);
-  if (!rel) return rel.err();
-  open_how root_how{};
-  root_how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  root_how.resolve = RESOLVE_NO_SYMLINKS;
-  unique_fd dir(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &root_how, sizeof root_how)));
-  if (!dir.valid()) {
-    const int err = errno;
-    if (err == ELOOP)
-      return make_error(errc::invalid_path, "the allowed folder '" + root +
-                                                "' has a symlink on its path now, which it had not when the rules "
-                                                "were read; refused (start the session again if the change is wanted)");
-    if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
-    return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
-                      "cannot open the allowed folder '" + root + "': " + errno_text(err));
-  }
+// openat2(dir, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a new descriptor, or -1 with
+// errno. EAGAIN (a rename or mount raced with a `..` step) and EINTR are retried a few times.
+long open_below(int dir, const char* rel, std::uint64_t flags, std::uint64_t mode) {
   open_how how{};
-  how.flags = flags | O_CLOEXEC | O_NOCTTY;
+  how.flags = flags | O_CLOEXEC | ((flags & O_PATH) != 0 ? 0 : O_NOCTTY);  // O_PATH takes no other flag
   how.mode = mode;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
   long fd = -1;
-  int err = 0;
-  // EAGAIN: a rename or mount raced with a `..` step and the kernel could not prove the walk
-  // stayed beneath the root; it asks us to retry. A few retries, then give up (fail closed).
   for (int attempt = 0; attempt < 8; ++attempt) {
-    fd = ::syscall(SYS_openat2, dir.get(), rel->c_str(), &how, sizeof how);
-    err = errno;
-    if (fd >= 0 || (err != EAGAIN && err != EINTR)) break;
+    fd = ::syscall(SYS_openat2, dir, rel, &how, sizeof how);
+    if (fd >= 0 || (errno != EAGAIN && errno != EINTR)) break;
   }
-  if (fd >= 0) return unique_fd(static_cast<int>(fd));
+  return fd;
+}
+
+// The sentence for an open of `path_abs` beneath `root` that failed with `err`.
+policy::error refusal(int err, const std::string& path_abs, const std::string& root) {
   const std::string subject = "'" + path_abs + "'";
   switch (err) {
     case ENOSYS:
@@ -246,6 +224,85 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
     default:
       return make_error(errc::resolve_failed, "cannot open " + subject + ": " + errno_text(err));
   }
+}
+
+std::optional<policy::file_id> id_of(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return policy::file_id{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+bool is_denied(const std::optional<policy::file_id>& id, std::span<const policy::file_id> denied) {
+  return id && std::find(denied.begin(), denied.end(), *id) != denied.end();
+}
+
+// Whether the folder `dir` lies in (or is) a denied folder, found by identity: the walk goes up
+// by `..` from `dir` to the allowed root `root_dir`. Rules name paths, and a denied folder whose
+// parent was renamed keeps its identity but not its path. Any doubt (a stat that fails, a walk
+// that reaches "/" without passing the root: moved out meanwhile) counts as denied.
+bool in_denied_folder(int dir, int root_dir, std::span<const policy::file_id> denied) {
+  const std::optional<policy::file_id> root = id_of(root_dir);
+  if (!root) return true;
+  unique_fd cur(::openat(dir, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  for (int depth = 0; depth < 4096 && cur.valid(); ++depth) {
+    const std::optional<policy::file_id> here = id_of(cur.get());
+    if (!here || is_denied(here, denied)) return true;
+    if (*here == *root) return false;
+    unique_fd up(::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!up.valid() || id_of(up.get()) == here) return true;  // "/" reached, the root not met
+    cur = std::move(up);
+  }
+  return true;
+}
+
+// Opens `path_abs` beneath the directory `root`, by name: both are resolutions the checker
+// matched (no symlink in either when checked), so any symlink met now, in the root's own path
+// or beneath it, means something changed since the check, and the open is refused
+// (RESOLVE_NO_SYMLINKS, which refuses /proc's magic links too). RESOLVE_BENEATH keeps the
+// walk beneath the root as well, so a `..` can never leave it. The path opened is the path
+// checked, walked the same way. Rules name paths, so with `denied` (the identities of the
+// rules' denied entries) the folder the file is in is opened first and walked up to the root:
+// a denied folder moved since the check (its parent renamed) is met there by identity, before
+// the file is opened or created; and the file opened must not be a denied entry itself.
+policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs, std::uint64_t flags,
+                                       std::uint64_t mode, std::span<const policy::file_id> denied) {
+  auto rel = relative_to_root(root, path_abs);
+  if (!rel) return rel.err();
+  open_how root_how{};
+  root_how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  root_how.resolve = RESOLVE_NO_SYMLINKS;
+  unique_fd dir(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &root_how, sizeof root_how)));
+  if (!dir.valid()) {
+    const int err = errno;
+    if (err == ELOOP)
+      return make_error(errc::invalid_path, "the allowed folder '" + root +
+                                                "' has a symlink on its path now, which it had not when the rules "
+                                                "were read; refused (start the session again if the change is wanted)");
+    if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
+    return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
+                      "cannot open the allowed folder '" + root + "': " + errno_text(err));
+  }
+  if (denied.empty()) {
+    const long fd = open_below(dir.get(), rel->c_str(), flags, mode);
+    if (fd < 0) return refusal(errno, path_abs, root);
+    return unique_fd(static_cast<int>(fd));
+  }
+  const std::size_t slash = rel->rfind('/');
+  const std::string name = slash == std::string::npos ? *rel : rel->substr(slash + 1);
+  unique_fd folder;
+  if (slash != std::string::npos) {
+    const long fd = open_below(dir.get(), rel->substr(0, slash).c_str(), O_PATH | O_DIRECTORY, 0);
+    if (fd < 0) return refusal(errno, path_abs, root);
+    folder = unique_fd(static_cast<int>(fd));
+  }
+  const int in = folder.valid() ? folder.get() : dir.get();
+  const std::string moved = "'" + path_abs + "' lies in a folder the rules deny, moved or renamed since they were read; refused";
+  if (in_denied_folder(in, dir.get(), denied)) return make_error(errc::invalid_path, moved);
+  const long fd = open_below(in, name.c_str(), flags, mode);
+  if (fd < 0) return refusal(errno, path_abs, root);
+  unique_fd opened(static_cast<int>(fd));
+  if (is_denied(id_of(opened.get()), denied)) return make_error(errc::invalid_path, moved);
+  return opened;
 }
 
 // Reads at most `limit` bytes from `fd` into `out`; false (with errno) on a read error.
@@ -630,13 +687,13 @@ policy::result<std::string> decode_base64(std::string_view text) {
 // Files
 
 policy::result<json> fs_read(const std::string& allowed_root, const std::string& path_abs,
-                             std::string_view encoding, std::size_t max_bytes) {
+                             std::string_view encoding, std::size_t max_bytes, std::span<const policy::file_id> denied) {
   return guarded("host/fs/read", [&]() -> policy::result<json> {
     const bool as_base64 = encoding == "base64";
     if (!as_base64 && !encoding.empty() && encoding != "utf8")
       return make_error(errc::invalid_value, "unknown encoding '" + std::string(encoding) + "'; use \"utf8\" or \"base64\"");
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_NONBLOCK, 0);
+    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_NONBLOCK, 0, denied);
     if (!fd) return fd.err();
     struct stat st {};
     if (::fstat(fd->get(), &st) != 0)
@@ -669,14 +726,14 @@ policy::result<json> fs_read(const std::string& allowed_root, const std::string&
 }
 
 policy::result<json> fs_write(const std::string& allowed_root, const std::string& path_abs,
-                              std::string_view content, std::size_t max_bytes) {
+                              std::string_view content, std::size_t max_bytes, std::span<const policy::file_id> denied) {
   return guarded("host/fs/write", [&]() -> policy::result<json> {
     if (content.size() > max_bytes)
       return make_error(errc::invalid_value, "the content is " + std::to_string(content.size()) +
                                                  " bytes, over the limit of " + std::to_string(max_bytes) + " bytes");
     // No O_TRUNC here: the file is truncated only once it is known to be a regular file.
     // O_NONBLOCK keeps a FIFO from blocking the open (it fails with ENXIO without a reader).
-    auto fd = open_beneath(allowed_root, path_abs, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+    auto fd = open_beneath(allowed_root, path_abs, O_WRONLY | O_CREAT | O_NONBLOCK, 0644, denied);
     if (!fd) return fd.err();
     struct stat st {};
     if (::fstat(fd->get(), &st) != 0)
@@ -701,9 +758,10 @@ policy::result<json> fs_write(const std::string& allowed_root, const std::string
   });
 }
 
-policy::result<json> fs_list(const std::string& allowed_root, const std::string& path_abs, std::size_t max_entries) {
+policy::result<json> fs_list(const std::string& allowed_root, const std::string& path_abs, std::size_t max_entries,
+                             std::span<const policy::file_id> denied) {
   return guarded("host/fs/list", [&]() -> policy::result<json> {
-    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_DIRECTORY, 0);
+    auto fd = open_beneath(allowed_root, path_abs, O_RDONLY | O_DIRECTORY, 0, denied);
     if (!fd) return fd.err();
     DIR* dir = ::fdopendir(fd->get());
     if (dir == nullptr)

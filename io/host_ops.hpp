@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/net_rules.hpp"
+#include "policy/path_rules.hpp"
 #include "policy/result.hpp"
 
 namespace dhara::io {
@@ -30,8 +32,11 @@ namespace dhara::io {
 // and its root the resolved allowed entry that matched: neither holds a symlink when checked.
 // Both are opened as they are, by name, with no symlink followed (openat2 RESOLVE_NO_SYMLINKS,
 // the path RESOLVE_BENEATH the root): a link put on either since the check, into a denied
-// folder beneath the root or out of it, makes the operation fail. Deny rules name paths, so
-// this holds for links; a folder renamed since (a denied folder's parent) is not followed up.
+// folder beneath the root or out of it, makes the operation fail. Deny rules name paths; a
+// denied folder moved since the rules were read (its parent renamed) is known by identity:
+// with `denied`, the identities of the rules' denied entries (policy::path_rule_set::
+// denied_ids), an operation refuses a file in such a folder before opening or creating it.
+// Without them (tests of the opens alone) that walk is skipped.
 
 /// Most entries fs_list returns; more set `truncated` (the first names in byte order are kept).
 inline constexpr std::size_t max_list_entries = 10000;
@@ -53,20 +58,23 @@ policy::result<std::string> decode_base64(std::string_view text);
 /// `max_bytes` is an error, never silently truncated: a partial file read as whole is worse
 /// than no file. Directories, FIFOs and devices are refused (a FIFO would block forever).
 policy::result<nlohmann::json> fs_read(const std::string& allowed_root, const std::string& path_abs,
-                                       std::string_view encoding, std::size_t max_bytes);
+                                       std::string_view encoding, std::size_t max_bytes,
+                                       std::span<const policy::file_id> denied = {});
 
 /// Writes `content` (already decoded bytes) to a regular file beneath `allowed_root`,
 /// creating it with mode 0644 (minus the umask) or truncating it → {bytesWritten}. Content
 /// over `max_bytes` is refused before anything is opened. Not atomic: a concurrent reader may
 /// see a partial file.
 policy::result<nlohmann::json> fs_write(const std::string& allowed_root, const std::string& path_abs,
-                                        std::string_view content, std::size_t max_bytes);
+                                        std::string_view content, std::size_t max_bytes,
+                                        std::span<const policy::file_id> denied = {});
 
 /// Lists a directory beneath `allowed_root` → {entries: [{name, type, size}], truncated}, sorted
 /// by name (bytes), `type` one of "file", "dir", "symlink" (not followed), "other"; `size` is
 /// the lstat size. A name that is not UTF-8 is shown with U+FFFD and carries `nameBase64`.
 policy::result<nlohmann::json> fs_list(const std::string& allowed_root, const std::string& path_abs,
-                                       std::size_t max_entries = max_list_entries);
+                                       std::size_t max_entries = max_list_entries,
+                                       std::span<const policy::file_id> denied = {});
 
 /// Reads one variable of dhara's environment → {value: string|null}; a value that is not
 /// UTF-8 is base64 with `valueEncoding: "base64"`. The checker has required secrets:env.

@@ -474,6 +474,13 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
 
 std::uint64_t real_path_resolver::known_link_answers() { return io::known_link_answers; }
 
+std::optional<policy::file_id> real_path_resolver::identify(std::string_view resolved_abs) const {
+  char name[PATH_MAX];
+  struct stat st;
+  if (!to_c_path(resolved_abs, name) || ::stat(name, &st) != 0) return std::nullopt;
+  return policy::file_id{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
 policy::result<std::string> real_path_resolver::resolve_by_walk(std::string_view normalized_abs) {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");

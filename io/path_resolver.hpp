@@ -31,6 +31,8 @@ namespace dhara::io {
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;
+  /// stat(2) of the path: its device and inode, or nothing when it cannot be read.
+  std::optional<policy::file_id> identify(std::string_view resolved_abs) const override;
   /// How many of this thread's resolutions were answered through a known link (tests and
   /// benchmarks read it to tell the ways apart).
   static std::uint64_t known_link_answers();

@@ -402,6 +402,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       if (glob_match_at_or_under(g, resolved)) return true;
     return false;
   };
+  std::vector<file_id> denied_ids;
   auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written,
                  bool is_denied) -> std::optional<error> {
     auto expanded = expand_home(text, in.home);
@@ -432,6 +433,9 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
                              "', outside the project or the allowed paths it may narrow");
       return std::nullopt;  // less is allowed
     }
+    if (is_denied) {
+      if (auto id = resolver.identify(*resolved)) denied_ids.push_back(*id);
+    }
     if (is_denied && *resolved != e.normalized) {
       path_entry lexical = e;  // deny both the name and what it points at
       list.push_back(std::move(lexical));
@@ -449,6 +453,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   for (const std::string& a : in.allowed)
     if (auto err = add(set.allowed, a, a, false))
       set.problems.push_back("allowedPaths entry '" + a + "' ignored: " + err->message);
+  set.denied_ids = std::make_shared<const std::vector<file_id>>(std::move(denied_ids));
   build_trie(set);
   return set;
 }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +51,13 @@ bool glob_match_at_or_under(std::string_view pattern, std::string_view path);
 
 /// Resolves symlinks in a normalized absolute path. Implementations follow every link,
 /// including dangling ones, and append the non-existing rest, so a link cannot escape.
+/// Where a file lives (stat(2)'s device and inode): a folder is still known by it after a rename.
+struct file_id {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  bool operator==(const file_id&) const = default;
+};
+
 class path_resolver {
  public:
   virtual ~path_resolver() = default;
@@ -56,6 +65,8 @@ class path_resolver {
   virtual result<std::string> resolve(std::string_view normalized_abs) const = 0;
   /// False for resolvers that never change a path, so checks can skip the call.
   virtual bool follows_links() const { return true; }
+  /// The identity of what is at `resolved_abs` now, for resolvers that read the disk.
+  virtual std::optional<file_id> identify(std::string_view /*resolved_abs*/) const { return std::nullopt; }
 };
 
 /// A resolver for purely lexical checks: returns the path unchanged (no symlinks seen).
@@ -128,6 +139,10 @@ struct path_rule_set {
   std::vector<std::string> problems;///< entries that could not be compiled (each denies nothing
                                     ///< away: a bad denied entry makes compile fail instead)
   std::vector<path_trie_node> trie; ///< index over allowed and denied; trie[0] is "/"
+  /// The identity of every denied entry that existed when the rules were compiled (its
+  /// resolved form; globs have none). Rules name paths; these let a host file operation
+  /// refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
+  std::shared_ptr<const std::vector<file_id>> denied_ids;
 };
 
 /// The entries matching a normalized absolute path (null when none).

@@ -412,5 +412,45 @@ def test_a_host_read_never_reaches_a_denied_file_through_a_link_moved_while_the_
         s.close()
 
 
+def test_a_host_read_refuses_a_denied_folder_whose_parent_was_renamed():
+    """a/private is denied when the session starts; then a is renamed z. The rules name paths,
+    so the check of z/private/key allows it, but the read knows the folder by its identity."""
+    s = Server()
+    try:
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
+        os.makedirs(os.path.join(s.project, "a", "private"))
+        with open(os.path.join(s.project, "a", "private", "key"), "w") as f:
+            f.write("PRIVATE\n")
+        with open(os.path.join(s.project, "a", "open.txt"), "w") as f:
+            f.write("open\n")
+        s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "a", "private")]))
+        s.proc.kill()
+        s.proc.wait()
+        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        s.buffer = b""
+        s.initialize()
+        os.rename(os.path.join(s.project, "a"), os.path.join(s.project, "z"))
+
+        def read(path):
+            call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": path}}})
+            while True:
+                m = s.read()
+                assert m is not None, "EOF before the answer"
+                if m.get("method") == "approval/request":
+                    s.answer(m, "allow")
+                    continue
+                assert m.get("id") == call, m
+                return json.loads(m["result"]["content"][0]["text"])
+
+        refused = read("z/private/key")
+        assert "PRIVATE" not in json.dumps(refused), refused
+        assert "lies in a folder the rules deny" in json.dumps(refused), refused
+        beside = read("z/open.txt")
+        assert beside["result"]["content"] == "open\n", beside
+    finally:
+        s.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())

@@ -307,6 +307,56 @@ TEST_CASE("hostile tree: at yolo host file operations open the checked resolutio
   CHECK_FALSE(tr.decide("perm-link", capability::filesystem_write).allowed());  // dhara's own files
 }
 
+// Rules name paths. An extension that may write its project can rename the folder that holds a
+// denied one; the check then allows the new path, but the host operation knows the denied
+// folder by the identity the rules recorded, and refuses it before opening or creating anything.
+TEST_CASE("hostile tree: a denied folder whose parent was renamed is refused by its identity", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/a/private");
+  fs::create_directories(t / "proj/notes");
+  put(t / "proj/a/private/key", "PRIVATE\n");
+  put(t / "proj/a/open.txt", "open\n");
+  put(t / "proj/notes/secret.txt", "SECRET FILE\n");
+  tr.config.denied_paths.push_back(t / "proj/a/private");
+  tr.config.denied_paths.push_back(t / "proj/notes/secret.txt");
+  tr.snap = tr.compile();
+  REQUIRE(tr.snap->paths.denied_ids);
+  const std::vector<policy::file_id>& ids = *tr.snap->paths.denied_ids;
+  REQUIRE(tr.decide("a/private/key").verdict == verdict_kind::deny);
+
+  fs::rename(t / "proj/a", t / "proj/z");
+  fs::rename(t / "proj/notes", t / "proj/n2");
+  const std::string root = t / "proj";
+  // The names no longer match a rule: the checks allow, as rules by name must.
+  for (const char* p : {"z/private/key", "z/private/new.key", "n2/secret.txt", "z/private", "z/open.txt"}) {
+    INFO(p);
+    REQUIRE(tr.decide(p).allowed());
+  }
+  auto read = io::fs_read(root, tr.decide("z/private/key").resolved, "utf8", 1 << 20, ids);
+  REQUIRE_FALSE(read);
+  CHECK(read.err().code == policy::errc::invalid_path);
+  CHECK_THAT(read.err().message, Catch::Contains("lies in a folder the rules deny"));
+  auto created = io::fs_write(root, tr.decide("z/private/new.key", capability::filesystem_write).resolved, "x",
+                              1 << 20, ids);
+  REQUIRE_FALSE(created);
+  CHECK_FALSE(fs::exists(t / "proj/z/private/new.key"));
+  auto listed = io::fs_list(root, tr.decide("z/private").resolved, io::max_list_entries, ids);
+  REQUIRE_FALSE(listed);
+  auto file = io::fs_read(root, tr.decide("n2/secret.txt").resolved, "utf8", 1 << 20, ids);
+  REQUIRE_FALSE(file);
+  CHECK_THAT(file.err().message, Catch::Contains("lies in a folder the rules deny"));
+  auto over = io::fs_write(root, tr.decide("n2/secret.txt", capability::filesystem_write).resolved, "pwned", 1 << 20, ids);
+  REQUIRE_FALSE(over);
+  CHECK(get(t / "proj/n2/secret.txt") == "SECRET FILE\n");
+  // What was never denied still opens, beside the moved folder and at the root.
+  auto open = io::fs_read(root, tr.decide("z/open.txt").resolved, "utf8", 1 << 20, ids);
+  REQUIRE(open);
+  CHECK((*open)["content"] == "open\n");
+  CHECK(io::fs_list(root, root, io::max_list_entries, ids));
+  CHECK(io::fs_write(root, t / "proj/z/new.txt", "fine", 1 << 20, ids));
+}
+
 TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
   trap_tree tr;
   const temp_tree& t = tr.t;
