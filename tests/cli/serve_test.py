@@ -46,6 +46,36 @@ class Server(harness.RpcClient):
                                 start_new_session=True)
         super().__init__(proc, lambda: "got %r" % self.buffer)
 
+    def restart_with_host_client(self):
+        """Installs host-client (it makes host API requests) and starts the server again, which
+        reads its config anew; then initializes it."""
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(self.dh, "extensions", "host-client"))
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=self.project, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.buffer = b""
+        self.initialize()
+
+    def host_request(self, method, params, on_question=None):
+        """Has host-client make one host API request, answering allow (this once) to every
+        question, after on_question(params) when given; returns (the request's answer, the
+        questions' (capability, subject) pairs)."""
+        call = self.request("tools/call", {"tool": "host", "input": {"method": method, "params": params}})
+        asked = []
+        while True:
+            m = self.read()
+            assert m is not None, ("EOF before the answer", asked)
+            if m.get("method") == "approval/request":
+                asked.append((m["params"]["capability"], m["params"]["subject"]))
+                if on_question:
+                    on_question(m["params"])
+                self.answer(m, "allow")
+                continue
+            assert m.get("id") == call, m
+            return json.loads(m["result"]["content"][0]["text"]), asked
+
     def cli(self, *args):
         out = subprocess.run([DHARA, *args], env=self.env, cwd=self.project, capture_output=True, text=True,
                              start_new_session=True)
@@ -340,27 +370,10 @@ def test_ctrl_c_cancels_the_calls_in_flight_and_exits_130():
 def test_a_host_request_allowed_once_reads_beneath_its_allowed_root():
     s = Server()
     try:
-        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
-        # Restart the server so it loads host-client too.
-        s.proc.kill()
-        s.proc.wait()
-        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        s.buffer = b""
-        s.initialize()
-        call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": "a.txt"}}})
-        asked = []
-        while True:
-            m = s.read()
-            if m.get("method") == "approval/request":
-                asked.append((m["params"]["capability"], m["params"]["subject"]))
-                s.answer(m, "allow")  # this once: nothing is recorded
-                continue
-            assert m.get("id") == call, m
-            break
+        s.restart_with_host_client()
+        answer, asked = s.host_request("host/fs/read", {"path": "a.txt"})  # allowed this once: nothing is recorded
         # The tool's four capabilities, then the host request's own path check.
         assert asked[-1][0] == "filesystem:read" and asked[-1][1].endswith("a.txt"), asked
-        answer = json.loads(m["result"]["content"][0]["text"])
         assert answer["result"]["content"] == "alpha\nbeta\n", answer
         assert not os.path.exists(os.path.join(s.dh, "permissions.json"))
     finally:
@@ -373,7 +386,6 @@ def test_a_host_read_never_reaches_a_denied_file_through_a_link_moved_while_the_
     denied file: the check is decided again when the answer comes, and refuses it."""
     s = Server()
     try:
-        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
         for folder, text in (("src", "checked\n"), ("private", "PRIVATE\n")):
             os.makedirs(os.path.join(s.project, folder))
             with open(os.path.join(s.project, folder, "key.txt"), "w") as f:
@@ -381,29 +393,17 @@ def test_a_host_read_never_reaches_a_denied_file_through_a_link_moved_while_the_
         lib = os.path.join(s.project, "lib")
         os.symlink("src", lib)
         s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "private")]))
-        s.proc.kill()
-        s.proc.wait()
-        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        s.buffer = b""
-        s.initialize()
-        call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": "lib/key.txt"}}})
-        swapped = False
-        while True:
-            m = s.read()
-            assert m is not None, "EOF before the answer"
-            if m.get("method") == "approval/request":
-                p = m["params"]
-                if p["capability"] == "filesystem:read" and p["subject"].endswith("lib/key.txt"):
-                    os.remove(lib)
-                    os.symlink("private", lib)  # denied, beneath the same allowed root
-                    swapped = True
-                s.answer(m, "allow")
-                continue
-            assert m.get("id") == call, m
-            break
+        s.restart_with_host_client()
+        swapped = []
+
+        def swap(question):
+            if question["capability"] == "filesystem:read" and question["subject"].endswith("lib/key.txt"):
+                os.remove(lib)
+                os.symlink("private", lib)  # denied, beneath the same allowed root
+                swapped.append(True)
+
+        answer, _ = s.host_request("host/fs/read", {"path": "lib/key.txt"}, on_question=swap)
         assert swapped, "the read's own path check was never asked about"
-        answer = json.loads(m["result"]["content"][0]["text"])
         assert "PRIVATE" not in json.dumps(answer), answer
         assert "result" not in answer, answer
         assert "checked again when the user answered" in json.dumps(answer), answer
@@ -417,40 +417,21 @@ def test_a_host_read_refuses_a_denied_folder_whose_parent_was_renamed():
     so the check of z/private/key allows it, but the read knows the folder by its identity."""
     s = Server()
     try:
-        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(s.dh, "extensions", "host-client"))
         os.makedirs(os.path.join(s.project, "a", "private"))
         with open(os.path.join(s.project, "a", "private", "key"), "w") as f:
             f.write("PRIVATE\n")
         with open(os.path.join(s.project, "a", "open.txt"), "w") as f:
             f.write("open\n")
         s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "a", "private")]))
-        s.proc.kill()
-        s.proc.wait()
-        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        s.buffer = b""
-        s.initialize()
+        s.restart_with_host_client()
         os.rename(os.path.join(s.project, "a"), os.path.join(s.project, "z"))
-
-        def read(path):
-            call = s.request("tools/call", {"tool": "host", "input": {"method": "host/fs/read", "params": {"path": path}}})
-            while True:
-                m = s.read()
-                assert m is not None, "EOF before the answer"
-                if m.get("method") == "approval/request":
-                    s.answer(m, "allow")
-                    continue
-                assert m.get("id") == call, m
-                return json.loads(m["result"]["content"][0]["text"])
-
-        refused = read("z/private/key")
+        refused, _ = s.host_request("host/fs/read", {"path": "z/private/key"})
         assert "PRIVATE" not in json.dumps(refused), refused
         assert "lies in a folder the rules deny" in json.dumps(refused), refused
-        beside = read("z/open.txt")
+        beside, _ = s.host_request("host/fs/read", {"path": "z/open.txt"})
         assert beside["result"]["content"] == "open\n", beside
     finally:
         s.close()
-
 
 if __name__ == "__main__":
     harness.run(globals())
