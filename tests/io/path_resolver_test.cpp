@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,17 @@ struct temp_tree {
 };
 
 void touch(const std::string& p) { std::ofstream(p) << "x\n"; }
+
+// check_path of a read, relative paths from <t>/proj, through the real resolver with these rules.
+auto real_checker(const temp_tree& t, std::vector<std::string> allowed, std::vector<std::string> denied) {
+  static const io::real_path_resolver resolver;
+  policy::path_rules_input in{std::move(allowed), std::move(denied), "/nonexistent-home", t / "dhara-home", t / "proj"};
+  auto rules = policy::compile_path_rules(in, resolver);
+  REQUIRE(rules);
+  return [rules = std::make_shared<policy::path_rule_set>(std::move(*rules)), proj = t / "proj"](const std::string& p) {
+    return policy::check_path(*rules, p, proj, "/nonexistent-home", policy::path_access::read, resolver);
+  };
+}
 
 }  // namespace
 
@@ -103,13 +115,7 @@ TEST_CASE("path checks through the real resolver catch link escapes", "[io][reso
   fs::create_symlink(t / "proj/loopA", t / "proj/loopB");
   fs::create_symlink(t / "proj/loopB", t / "proj/loopA");
 
-  io::real_path_resolver resolver;
-  policy::path_rules_input in{{t / "proj-alias"}, {t / "secret"}, "/nonexistent-home", t / "dhara-home", t / "proj"};
-  auto rules = policy::compile_path_rules(in, resolver);
-  REQUIRE(rules);
-  auto check = [&](const std::string& p) {
-    return policy::check_path(*rules, p, t / "proj", "/nonexistent-home", policy::path_access::read, resolver);
-  };
+  auto check = real_checker(t, {t / "proj-alias"}, {t / "secret"});
   CHECK(check(t / "proj/src/a.ts").allowed());              // allowed entry was itself a link
   CHECK(check("src/a.ts").allowed());
   CHECK_FALSE(check(t / "proj/to-secret/key").allowed());    // resolved path is denied
@@ -134,13 +140,7 @@ TEST_CASE("a .. after a missing part is refused and never hides a link after it"
   fs::create_directory_symlink("nope/../to-secret", t / "proj/tricky");  // the same, from a link
   fs::create_symlink("src/a.ts/../a.ts", t / "proj/through-a-file");
 
-  io::real_path_resolver resolver;
-  policy::path_rules_input in{{t / "proj"}, {t / "proj/secret"}, "/nonexistent-home", t / "dhara-home", t / "proj"};
-  auto rules = policy::compile_path_rules(in, resolver);
-  REQUIRE(rules);
-  auto check = [&](const std::string& p) {
-    return policy::check_path(*rules, p, t / "proj", "/nonexistent-home", policy::path_access::read, resolver);
-  };
+  auto check = real_checker(t, {t / "proj"}, {t / "proj/secret"});
   for (const std::string p : {"nope/../to-secret/key", "tricky/key", "nope/deeper/../../to-secret/key",
                               "src/a.ts/../../to-secret/key", "through-a-file"}) {
     INFO(p);
