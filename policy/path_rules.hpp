@@ -49,8 +49,6 @@ bool glob_match(std::string_view pattern, std::string_view path);
 /// True when the glob matches `path` or one of its ancestors (the "at or under" of globs).
 bool glob_match_at_or_under(std::string_view pattern, std::string_view path);
 
-/// Resolves symlinks in a normalized absolute path. Implementations follow every link,
-/// including dangling ones, and append the non-existing rest, so a link cannot escape.
 /// Where a file lives (stat(2)'s device and inode): a folder is still known by it after a rename.
 struct file_id {
   std::uint64_t dev = 0;
@@ -58,6 +56,8 @@ struct file_id {
   bool operator==(const file_id&) const = default;
 };
 
+/// Resolves symlinks in a normalized absolute path. Implementations follow every link,
+/// including dangling ones, and append the non-existing rest, so a link cannot escape.
 class path_resolver {
  public:
   virtual ~path_resolver() = default;
