@@ -154,7 +154,11 @@ bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_che
   if (d.allowed() && c.kind == policy::subject_kind::path && p.batch.opens_paths) {
     p.outcome.allowed_root = std::string(d.matched_rule);
     p.outcome.checked_path = std::move(d.resolved);
-    if (s.snapshot) p.outcome.denied_ids = s.snapshot->paths.denied_ids;
+    if (s.snapshot) {  // the denials of the rules that allowed it: at yolo, dhara's own files only
+      const policy::policy_snapshot& rules = *s.snapshot;
+      p.outcome.denied_ids =
+          (rules.level == policy::security_level::yolo ? rules.state_files : rules.paths).denied_ids;
+    }
   }
   if (d.allowed()) return true;
   p.outcome = {false, std::string(policy::to_string(c.cap)), d.reason, d.decided_by, {}};

@@ -296,12 +296,18 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
     folder = unique_fd(static_cast<int>(fd));
   }
   const int in = folder.valid() ? folder.get() : dir.get();
-  const std::string moved = "'" + path_abs + "' lies in a folder the rules deny, moved or renamed since they were read; refused";
-  if (in_denied_folder(in, dir.get(), denied)) return make_error(errc::invalid_path, moved);
+  if (in_denied_folder(in, dir.get(), denied))
+    return make_error(errc::invalid_path, "'" + path_abs +
+                                              "' lies in a folder the rules deny (known by its device and inode: moved, "
+                                              "renamed or mounted elsewhere), or its folders could not be walked up to "
+                                              "the allowed folder; refused");
   const long fd = open_below(in, name.c_str(), flags, mode);
   if (fd < 0) return refusal(errno, path_abs, root);
   unique_fd opened(static_cast<int>(fd));
-  if (is_denied(id_of(opened.get()), denied)) return make_error(errc::invalid_path, moved);
+  if (is_denied(id_of(opened.get()), denied))
+    return make_error(errc::invalid_path, "'" + path_abs +
+                                              "' is a file the rules deny (known by its device and inode: moved, "
+                                              "renamed or hard-linked); refused");
   return opened;
 }
 

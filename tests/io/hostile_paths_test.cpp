@@ -301,9 +301,18 @@ TEST_CASE("hostile tree: at yolo host file operations open the checked resolutio
   CHECK(d.decided_by == policy::decider::yolo);
   CHECK(std::string(d.matched_rule) == "/");
   CHECK(d.resolved == t / "outside/file");
-  auto r = io::fs_read(std::string(d.matched_rule), d.resolved, "utf8", 1 << 20);
+  // The identities of the rules that allowed it: at yolo, dhara's own files only. The
+  // standard rules' denials (here the secret folder) are not yolo's and refuse nothing.
+  REQUIRE(tr.snap->state_files.denied_ids);
+  const std::vector<policy::file_id>& yolo_ids = *tr.snap->state_files.denied_ids;
+  auto r = io::fs_read(std::string(d.matched_rule), d.resolved, "utf8", 1 << 20, yolo_ids);
   REQUIRE(r);
   CHECK((*r)["content"] == "outside\n");
+  policy::decision secret = tr.decide("to-secret/key");
+  REQUIRE(secret.allowed());
+  auto s = io::fs_read(std::string(secret.matched_rule), secret.resolved, "utf8", 1 << 20, yolo_ids);
+  REQUIRE(s);
+  CHECK((*s)["content"] == "TOP SECRET\n");
   CHECK_FALSE(tr.decide("perm-link", capability::filesystem_write).allowed());  // dhara's own files
 }
 
@@ -345,7 +354,7 @@ TEST_CASE("hostile tree: a denied folder whose parent was renamed is refused by 
   REQUIRE_FALSE(listed);
   auto file = io::fs_read(root, tr.decide("n2/secret.txt").resolved, "utf8", 1 << 20, ids);
   REQUIRE_FALSE(file);
-  CHECK_THAT(file.err().message, Catch::Contains("lies in a folder the rules deny"));
+  CHECK_THAT(file.err().message, Catch::Contains("is a file the rules deny"));
   auto over = io::fs_write(root, tr.decide("n2/secret.txt", capability::filesystem_write).resolved, "pwned", 1 << 20, ids);
   REQUIRE_FALSE(over);
   CHECK(get(t / "proj/n2/secret.txt") == "SECRET FILE\n");
