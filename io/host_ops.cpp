@@ -306,7 +306,7 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
   unique_fd opened(static_cast<int>(fd));
   if (is_denied(id_of(opened.get()), denied))
     return make_error(errc::invalid_path, "'" + path_abs +
-                                              "' is a file the rules deny (known by its device and inode: moved, "
+                                              "' is itself an entry the rules deny (known by its device and inode: moved, "
                                               "renamed or hard-linked); refused");
   return opened;
 }

@@ -354,7 +354,7 @@ TEST_CASE("hostile tree: a denied folder whose parent was renamed is refused by 
   REQUIRE_FALSE(listed);
   auto file = io::fs_read(root, tr.decide("n2/secret.txt").resolved, "utf8", 1 << 20, ids);
   REQUIRE_FALSE(file);
-  CHECK_THAT(file.err().message, Catch::Contains("is a file the rules deny"));
+  CHECK_THAT(file.err().message, Catch::Contains("is itself an entry the rules deny"));
   auto over = io::fs_write(root, tr.decide("n2/secret.txt", capability::filesystem_write).resolved, "pwned", 1 << 20, ids);
   REQUIRE_FALSE(over);
   CHECK(get(t / "proj/n2/secret.txt") == "SECRET FILE\n");
