@@ -49,6 +49,11 @@ policy::result<std::string> checked_path(const check_outcome& o, const std::stri
   return o.checked_path;
 }
 
+// The identities of the denied entries of the rules that allowed it (none when it carries none).
+std::span<const policy::file_id> denied_ids(const check_outcome& o) {
+  return o.denied_ids ? std::span<const policy::file_id>(*o.denied_ids) : std::span<const policy::file_id>();
+}
+
 // Builds the plan for a request, or the -32602/-32601 error for a malformed one.
 using config_ptr = std::shared_ptr<const host_api_config>;
 
@@ -87,9 +92,8 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       std::size_t max = shared->max_file_bytes;
       return [=]() -> call_result {
         if (!abs) return from(abs.err());
-        const std::span<const policy::file_id> denied = o.denied_ids ? *o.denied_ids : std::span<const policy::file_id>();
-        return list ? from(io::fs_list(o.allowed_root, *abs, io::max_list_entries, denied))
-                    : from(io::fs_read(o.allowed_root, *abs, encoding, max, denied));
+        return list ? from(io::fs_list(o.allowed_root, *abs, io::max_list_entries, denied_ids(o)))
+                    : from(io::fs_read(o.allowed_root, *abs, encoding, max, denied_ids(o)));
       };
     };
     return out;
@@ -113,8 +117,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
           if (!decoded) return call_error(io::rpc_error::invalid_params, decoded.err().message);
           bytes = std::move(*decoded);
         }
-        const std::span<const policy::file_id> denied = o.denied_ids ? *o.denied_ids : std::span<const policy::file_id>();
-        return from(io::fs_write(o.allowed_root, *abs, bytes, max, denied));
+        return from(io::fs_write(o.allowed_root, *abs, bytes, max, denied_ids(o)));
       };
     };
     return out;
