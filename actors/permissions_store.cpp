@@ -17,6 +17,7 @@ struct store_state {
   std::uint64_t generation = 1;
   policy::snapshot_ptr current;
   bool reload_scheduled = false;
+  kept_identities kept;
   static inline const char* name = "permissions_store";
 };
 
@@ -29,7 +30,7 @@ void reload(self_ptr self) {
   std::string error = read ? std::string() : read.err().message;
   policy::permissions perms = read ? std::move(read->value) : policy::permissions{};
   if (!error.empty()) spdlog::error("{}; every check is denied until it is fixed", error);
-  auto snap = compile_for(st.cfg, perms, error, ++st.generation);
+  auto snap = compile_for(st.cfg, perms, error, ++st.generation, st.kept);
   st.current = snap;
   for (const checker_actor& c : st.cfg.checkers) self->send(c, snapshot_atom::value, snap);
   spdlog::debug("permissions reloaded: snapshot generation {}", st.generation);
@@ -38,13 +39,16 @@ void reload(self_ptr self) {
 }  // namespace
 
 policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const policy::permissions& perms,
-                                 const std::string& read_error, std::uint64_t generation) {
+                                 const std::string& read_error, std::uint64_t generation, kept_identities& kept) {
   if (!read_error.empty())
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(read_error, generation));
   io::real_path_resolver resolver;
   auto snap = policy::compile_session(cfg.inputs, perms, generation, resolver);
   if (!snap)
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(snap.err().message, generation));
+  // A failed snapshot denies everything, so what is kept only changes with one that compiled.
+  snap->paths.denied_ids = kept.paths.refresh(snap->paths);
+  snap->state_files.denied_ids = kept.state_files.refresh(snap->state_files);
   return std::make_shared<const policy::policy_snapshot>(std::move(*snap));
 }
 
@@ -55,6 +59,10 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
     self->state.cfg = std::move(cfg);
     self->state.generation = self->state.cfg.first_generation;
     self->state.current = self->state.cfg.first;
+    if (const policy::snapshot_ptr& first = self->state.cfg.first) {  // the checkers hold it as it is
+      self->state.kept.paths.refresh(first->paths);
+      self->state.kept.state_files.refresh(first->state_files);
+    }
     return {
         [=](changed_atom) {
           if (self->state.reload_scheduled) return;

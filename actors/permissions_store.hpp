@@ -14,6 +14,7 @@
 
 #include "actors/checker.hpp"
 #include "io/event_loop.hpp"
+#include "io/identity_keeper.hpp"
 #include "policy/snapshot.hpp"
 
 namespace dhara::actors {
@@ -48,9 +49,16 @@ struct permissions_store_config {
 permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::shared_ptr<io::event_loop> loop,
                                                 permissions_store_config config);
 
+/// What the denied entries of each rule set named at the compiles so far (the store's own).
+struct kept_identities {
+  io::identity_keeper paths;
+  io::identity_keeper state_files;
+};
+
 /// Compiles the snapshot for the given permissions (the failed snapshot when the file could
-/// not be read: `read_error` non-empty).
+/// not be read: `read_error` non-empty). The rules' denied identities include what `kept`
+/// remembers: a denied folder moved away since an earlier compile stays refused.
 policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const policy::permissions& perms,
-                                 const std::string& read_error, std::uint64_t generation);
+                                 const std::string& read_error, std::uint64_t generation, kept_identities& kept);
 
 }  // namespace dhara::actors

@@ -143,6 +143,14 @@ struct path_rule_set {
   /// resolved form; globs have none). Rules name paths; these let a host file operation
   /// refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
   std::shared_ptr<const std::vector<file_id>> denied_ids;
+  /// Each denied entry that was identified (globs and unresolvable entries are not): the entry
+  /// as written and its resolved form, so what the entry names can be looked at again
+  /// (io/identity_keeper.hpp keeps what it named before across compiles).
+  struct denied_target {
+    std::string written;
+    std::string resolved;
+  };
+  std::vector<denied_target> denied_targets;
 };
 
 /// The entries matching a normalized absolute path (null when none).

@@ -58,9 +58,9 @@ class Server(harness.RpcClient):
         self.buffer = b""
         self.initialize()
 
-    def host_request(self, method, params, on_question=None):
-        """Has host-client make one host API request, answering allow (this once) to every
-        question, after on_question(params) when given; returns (the request's answer, the
+    def host_request(self, method, params, on_question=None, answer="allow"):
+        """Has host-client make one host API request, answering `answer` ("allow": this once) to
+        every question, after on_question(params) when given; returns (the request's answer, the
         questions' (capability, subject) pairs)."""
         call = self.request("tools/call", {"tool": "host", "input": {"method": method, "params": params}})
         asked = []
@@ -71,7 +71,7 @@ class Server(harness.RpcClient):
                 asked.append((m["params"]["capability"], m["params"]["subject"]))
                 if on_question:
                     on_question(m["params"])
-                self.answer(m, "allow")
+                self.answer(m, answer)
                 continue
             assert m.get("id") == call, m
             return json.loads(m["result"]["content"][0]["text"]), asked
@@ -430,6 +430,32 @@ def test_a_host_read_refuses_a_denied_folder_whose_parent_was_renamed():
         assert "lies in a folder the rules deny" in json.dumps(refused), refused
         beside, _ = s.host_request("host/fs/read", {"path": "z/open.txt"})
         assert beside["result"]["content"] == "open\n", beside
+    finally:
+        s.close()
+
+
+def test_a_renamed_denied_folder_stays_refused_after_the_rules_are_compiled_again():
+    """As above, but the user answers "always" to the read's question, so the session records
+    the approval and compiles the rules again while a/private no longer exists: the folder the
+    entry named before is still known, and stays refused."""
+    s = Server()
+    try:
+        os.makedirs(os.path.join(s.project, "a", "private"))
+        with open(os.path.join(s.project, "a", "private", "key"), "w") as f:
+            f.write("PRIVATE\n")
+        s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "a", "private")]))
+        s.restart_with_host_client()
+        os.rename(os.path.join(s.project, "a"), os.path.join(s.project, "z"))
+        os.makedirs(os.path.join(s.project, "a", "private"))  # the entry names a new folder now
+        refused, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="always")
+        assert ("filesystem:read", "z/private/key") in asked, asked
+        assert "PRIVATE" not in json.dumps(refused), refused
+        assert "lies in a folder the rules deny" in json.dumps(refused), refused
+        perms = json.load(open(os.path.join(s.dh, "permissions.json")))  # recorded, so compiled again
+        assert perms["host-client"]["capabilities"].get("filesystem:read") == "approved", perms
+        again, asked = s.host_request("host/fs/read", {"path": "z/private/key"})
+        assert asked == [], asked  # approved for good: checked under the recompiled rules alone
+        assert "lies in a folder the rules deny" in json.dumps(again), again
     finally:
         s.close()
 

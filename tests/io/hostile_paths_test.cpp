@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "io/host_ops.hpp"
+#include "io/identity_keeper.hpp"
 #include "io/path_resolver.hpp"
 #include "io/settings_file.hpp"
 #include "policy/snapshot.hpp"
@@ -364,6 +365,70 @@ TEST_CASE("hostile tree: a denied folder whose parent was renamed is refused by 
   CHECK((*open)["content"] == "open\n");
   CHECK(io::fs_list(root, root, io::max_list_entries, ids));
   CHECK(io::fs_write(root, t / "proj/z/new.txt", "fine", 1 << 20, ids));
+}
+
+namespace {
+
+policy::file_id id_at(const std::string& path) {
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+bool has_id(const std::vector<policy::file_id>& ids, const policy::file_id& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+// Every permission change compiles the rules again, when a/private may name nothing or a new
+// folder an extension made in its place. The keeper (what the permissions store uses) still
+// knows the folder the entry named before, for as long as it is linked somewhere.
+TEST_CASE("hostile tree: a denied folder moved away stays refused after the rules are compiled again", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/a/private");
+  put(t / "proj/a/private/key", "PRIVATE\n");
+  tr.config.denied_paths.push_back(t / "proj/a/private");
+  io::identity_keeper keeper;
+  tr.snap = tr.compile();
+  const policy::file_id first = id_at(t / "proj/a/private");
+  REQUIRE(has_id(*keeper.refresh(tr.snap->paths), first));
+  const std::size_t held_at_start = keeper.held();
+
+  fs::rename(t / "proj/a", t / "proj/z");
+  for (bool made_anew : {false, true}) {
+    INFO((made_anew ? "an extension made a new a/private" : "a/private names nothing"));
+    if (made_anew) fs::create_directories(t / "proj/a/private");
+    tr.snap = tr.compile();
+    // The compile alone no longer knows the moved folder: this is what the keeper is for.
+    REQUIRE_FALSE(has_id(*tr.snap->paths.denied_ids, first));
+    auto ids = keeper.refresh(tr.snap->paths);
+    CHECK(has_id(*ids, first));
+    if (made_anew) CHECK(has_id(*ids, id_at(t / "proj/a/private")));
+    CHECK(keeper.held() == held_at_start + (made_anew ? 1 : 0));
+    auto read = io::fs_read(t / "proj", tr.decide("z/private/key").resolved, "utf8", 1 << 20, *ids);
+    REQUIRE_FALSE(read);
+    CHECK_THAT(read.err().message, Catch::Contains("lies in a folder the rules deny"));
+  }
+
+  // Deleted, it is let go: nothing can reach it by a path any more.
+  const policy::file_id anew = id_at(t / "proj/a/private");
+  fs::remove_all(t / "proj/z");
+  tr.snap = tr.compile();
+  auto ids = keeper.refresh(tr.snap->paths);
+  CHECK_FALSE(has_id(*ids, first));
+  CHECK(has_id(*ids, anew));
+  CHECK(keeper.held() == held_at_start);
+
+  // An entry the rules no longer have is forgotten with what it named.
+  tr.config.denied_paths.pop_back();
+  tr.snap = tr.compile();
+  ids = keeper.refresh(tr.snap->paths);
+  CHECK_FALSE(has_id(*ids, anew));
+  CHECK(keeper.held() == held_at_start - 1);
+  put(t / "proj/a/private/key", "mine now\n");
+  CHECK(io::fs_read(t / "proj", tr.decide("a/private/key").resolved, "utf8", 1 << 20, *ids));
 }
 
 TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
