@@ -54,6 +54,13 @@ std::span<const policy::file_id> denied_ids(const check_outcome& o) {
   return o.denied_ids ? std::span<const policy::file_id>(*o.denied_ids) : std::span<const policy::file_id>();
 }
 
+// True when the last part of `path` is empty, "." or "..": open(2) would refuse to create a
+// file there (EISDIR), while the normalized path names the folder's own name or its parent.
+bool names_a_folder(std::string_view path) {
+  std::string_view last = path.substr(path.rfind('/') + 1);  // all of it when there is no '/'
+  return last.empty() || last == "." || last == "..";
+}
+
 // Builds the plan for a request, or the -32602/-32601 error for a malformed one.
 using config_ptr = std::shared_ptr<const host_api_config>;
 
@@ -104,6 +111,8 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     if (!path || !content) return bad("expected {path, content, encoding?}");
     std::string encoding = string_param(p, "encoding").value_or("utf8");
     if (encoding != "utf8" && encoding != "base64") return bad("encoding must be utf8 or base64");
+    if (names_a_folder(*path))
+      return bad("'" + *path + "' ends in '/', '.' or '..', so it names a folder; give the file's path");
     plan out;
     out.checks.push_back({capability::filesystem_write, subject_kind::path, *path, {}, "path"});
     out.make_job = [=](const check_outcome& o) -> job {

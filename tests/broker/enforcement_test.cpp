@@ -366,6 +366,15 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   auto wrote = host_call(*this, host, "host/fs/write", {{"path", "out.txt"}, {"content", "written"}});
   CHECK(wrote["result"]["bytesWritten"] == 7);
   CHECK(std::ifstream(home.project() / "out.txt").get() == 'w');
+  // A path that names a folder is refused as open(2) would, never written to the name before it.
+  for (const char* folder : {"new.txt/", "new.txt/.", "sub/new.txt/..", "."}) {
+    auto refused = host_call(*this, host, "host/fs/write", {{"path", folder}, {"content", "x"}});
+    CAPTURE(folder, refused.dump());
+    CHECK(refused["error"]["code"] == -32602);
+    CHECK_THAT(refused["error"]["message"].get<std::string>(), Catch::Contains("names a folder"));
+  }
+  CHECK_FALSE(std::filesystem::exists(home.project() / "new.txt"));
+  CHECK_FALSE(std::filesystem::exists(home.project() / "sub"));
 
   auto check = host_call(*this, host, "host/check", {{"capability", "network:fetch"}, {"details", {{"url", "http://10.0.0.1/"}}}});
   CHECK(check["result"]["allowed"] == false);  // network:fetch is not approved
