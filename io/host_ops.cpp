@@ -255,6 +255,55 @@ bool in_denied_folder(int dir, int root_dir, std::span<const policy::file_id> de
   return true;
 }
 
+// The folder of the allowed entry `root` to open beneath, and `path_abs` relative to it. An
+// entry may be a glob (its literal folder: the path matched it, so it lies beneath) or a single
+// file (the path is the file itself: its own folder, the file's name relative to it). Opened
+// with RESOLVE_NO_SYMLINKS: the root was resolved when the rules were compiled.
+struct opened_root {
+  unique_fd dir;
+  std::string rel;  ///< the path relative to the folder `dir` is
+};
+
+// The folder at `folder`, walked with RESOLVE_NO_SYMLINKS; invalid with errno set on failure.
+unique_fd open_folder(const std::string& folder) {
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  return unique_fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, folder.c_str(), &how, sizeof how)));
+}
+
+// The sentence for an allowed folder that could not be opened with `err`.
+policy::error folder_refusal(int err, const std::string& folder) {
+  if (err == ELOOP)
+    return make_error(errc::invalid_path, "the allowed folder '" + folder +
+                                              "' has a symlink on its path now, which it had not when the rules "
+                                              "were read; refused (start the session again if the change is wanted)");
+  if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
+  return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
+                    "cannot open the allowed folder '" + folder + "': " + errno_text(err));
+}
+
+policy::result<opened_root> open_root(const std::string& root, const std::string& path_abs, std::uint64_t flags) {
+  std::string folder = root;
+  if (policy::has_glob(root)) {
+    const std::size_t slash = root.rfind('/', root.find_first_of("*?["));
+    folder = slash == 0 || slash == std::string::npos ? "/" : root.substr(0, slash);
+  }
+  auto rel = relative_to_root(folder, path_abs);
+  if (!rel) return rel.err();
+  unique_fd dir = open_folder(folder);
+  if (dir.valid()) return opened_root{std::move(dir), std::move(*rel)};
+  const int err = errno;
+  // A single file (or one to create): the path is the entry itself, opened in its folder.
+  if (*rel != "." || folder == "/" || (flags & O_DIRECTORY) != 0 || (err != ENOTDIR && err != ENOENT))
+    return folder_refusal(err, folder);
+  const std::size_t slash = folder.rfind('/');
+  std::string parent = slash == 0 ? "/" : folder.substr(0, slash);
+  unique_fd up = open_folder(parent);
+  if (!up.valid()) return folder_refusal(errno, parent);
+  return opened_root{std::move(up), folder.substr(slash + 1)};
+}
+
 // Opens `path_abs` beneath the directory `root`, by name: both are resolutions the checker
 // matched (no symlink in either when checked), so any symlink met now, in the root's own path
 // or beneath it, means something changed since the check, and the open is refused
@@ -264,34 +313,23 @@ bool in_denied_folder(int dir, int root_dir, std::span<const policy::file_id> de
 // rules' denied entries) the folder the file is in is opened first and walked up to the root:
 // a denied folder moved since the check (its parent renamed) is met there by identity, before
 // the file is opened or created; and the file opened must not be a denied entry itself.
+// `root` may be a glob or a single file: open_root() finds the folder to open beneath.
 policy::result<unique_fd> open_beneath(const std::string& root, const std::string& path_abs, std::uint64_t flags,
                                        std::uint64_t mode, std::span<const policy::file_id> denied) {
-  auto rel = relative_to_root(root, path_abs);
-  if (!rel) return rel.err();
-  open_how root_how{};
-  root_how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  root_how.resolve = RESOLVE_NO_SYMLINKS;
-  unique_fd dir(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &root_how, sizeof root_how)));
-  if (!dir.valid()) {
-    const int err = errno;
-    if (err == ELOOP)
-      return make_error(errc::invalid_path, "the allowed folder '" + root +
-                                                "' has a symlink on its path now, which it had not when the rules "
-                                                "were read; refused (start the session again if the change is wanted)");
-    if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
-    return make_error(err == ENOENT ? errc::not_found : errc::resolve_failed,
-                      "cannot open the allowed folder '" + root + "': " + errno_text(err));
-  }
+  auto beneath = open_root(root, path_abs, flags);
+  if (!beneath) return beneath.err();
+  const unique_fd& dir = beneath->dir;
+  const std::string& rel = beneath->rel;
   if (denied.empty()) {
-    const long fd = open_below(dir.get(), rel->c_str(), flags, mode);
+    const long fd = open_below(dir.get(), rel.c_str(), flags, mode);
     if (fd < 0) return refusal(errno, path_abs, root);
     return unique_fd(static_cast<int>(fd));
   }
-  const std::size_t slash = rel->rfind('/');
-  const std::string name = slash == std::string::npos ? *rel : rel->substr(slash + 1);
+  const std::size_t slash = rel.rfind('/');
+  const std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
   unique_fd folder;
   if (slash != std::string::npos) {
-    const long fd = open_below(dir.get(), rel->substr(0, slash).c_str(), O_PATH | O_DIRECTORY, 0);
+    const long fd = open_below(dir.get(), rel.substr(0, slash).c_str(), O_PATH | O_DIRECTORY, 0);
     if (fd < 0) return refusal(errno, path_abs, root);
     folder = unique_fd(static_cast<int>(fd));
   }

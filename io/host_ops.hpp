@@ -36,7 +36,9 @@ namespace dhara::io {
 // denied folder moved since the rules were read (its parent renamed) is known by identity:
 // with `denied`, the identities of the rules' denied entries (policy::path_rule_set::
 // denied_ids), an operation refuses a file in such a folder before opening or creating it.
-// Without them (tests of the opens alone) that walk is skipped.
+// Without them (tests of the opens alone) that walk is skipped. The allowed entry may be a
+// folder, a single file (then the path is that file, opened in the file's folder) or a glob
+// (opened beneath the folder before its first glob character, which the path lies under).
 
 /// Most entries fs_list returns; more set `truncated` (the first names in byte order are kept).
 inline constexpr std::size_t max_list_entries = 10000;

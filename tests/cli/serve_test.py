@@ -459,5 +459,36 @@ def test_a_renamed_denied_folder_stays_refused_after_the_rules_are_compiled_agai
     finally:
         s.close()
 
+def test_host_file_operations_use_single_file_and_glob_allowed_entries():
+    """allowedPaths may name one file or a glob outside the project; host reads and writes of
+    what they allow work, and nothing beside them."""
+    s = Server()
+    try:
+        shared = os.path.join(s.root, "shared")
+        os.makedirs(os.path.join(shared, "guide"))
+        notes = os.path.join(s.root, "notes.txt")
+        with open(notes, "w") as f:
+            f.write("notes\n")
+        with open(os.path.join(shared, "guide", "a.md"), "w") as f:
+            f.write("guide\n")
+        with open(os.path.join(shared, "guide", "a.txt"), "w") as f:
+            f.write("not markdown\n")
+        s.cli("config", "set", "security.allowedPaths", json.dumps([notes, os.path.join(shared, "**", "*.md")]))
+        s.restart_with_host_client()
+        read, _ = s.host_request("host/fs/read", {"path": notes})
+        assert read["result"]["content"] == "notes\n", read
+        wrote, _ = s.host_request("host/fs/write", {"path": notes, "content": "edited\n"})
+        assert wrote["result"]["bytesWritten"] == 7, wrote
+        assert open(notes).read() == "edited\n"
+        md, _ = s.host_request("host/fs/read", {"path": os.path.join(shared, "guide", "a.md")})
+        assert md["result"]["content"] == "guide\n", md
+        txt, _ = s.host_request("host/fs/read", {"path": os.path.join(shared, "guide", "a.txt")})
+        assert txt["error"]["code"] == -32002, txt  # not what the glob allows
+        beside, _ = s.host_request("host/fs/read", {"path": os.path.join(s.root, "other.txt")})
+        assert beside["error"]["code"] == -32002, beside
+    finally:
+        s.close()
+
+
 if __name__ == "__main__":
     harness.run(globals())

@@ -313,6 +313,60 @@ TEST_CASE("an allowed root with a symlink on its path is refused", "[io][host]")
   CHECK(up.err().code == errc::invalid_path);
 }
 
+// allowedPaths may name a single file or a glob: the operation opens beneath the file's own
+// folder (the path is the file itself) or the glob's literal folder, links refused as ever.
+TEST_CASE("single-file and glob allowed entries can be opened, and only along their path", "[io][host]") {
+  temp_tree t, elsewhere;
+  fs::create_directories(t / "docs/guide");
+  put(t / "notes.txt", "notes\n");
+  put(t / "docs/guide/a.md", "guide\n");
+  put(elsewhere / "x.txt", "elsewhere\n");
+  auto file = io::fs_read(t / "notes.txt", t / "notes.txt", "utf8", 100);
+  REQUIRE(file);
+  CHECK((*file)["content"] == "notes\n");
+  auto created = io::fs_write(t / "new.log", t / "new.log", "made", 100);  // a file entry not there yet
+  REQUIRE(created);
+  CHECK(get(t / "new.log") == "made");
+  auto glob = io::fs_read(t / "docs/**/*.md", t / "docs/guide/a.md", "utf8", 100);
+  REQUIRE(glob);
+  CHECK((*glob)["content"] == "guide\n");
+  auto listed = io::fs_list(t / "do[c]s", t / "docs/guide");  // the literal folder is t itself
+  REQUIRE(listed);
+  CHECK((*listed)["entries"].size() == 1);
+  // With the denied identities too, the file's folder and the file itself are looked at.
+  const std::vector<policy::file_id> none_here = {{0, 1}};
+  CHECK(io::fs_read(t / "notes.txt", t / "notes.txt", "utf8", 100, none_here));
+  struct stat st {};
+  REQUIRE(::stat((t / "notes.txt").c_str(), &st) == 0);
+  const std::vector<policy::file_id> notes_denied = {{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)}};
+  auto denied = io::fs_read(t / "notes.txt", t / "notes.txt", "utf8", 100, notes_denied);
+  REQUIRE_FALSE(denied);
+  CHECK_THAT(denied.err().message, Catch::Contains("is itself an entry the rules deny"));
+
+  // Nothing but the file itself: not a path beneath it, not its folder, not its neighbour.
+  for (const std::string& p : {t / "notes.txt/x", t.str(), t / "docs/guide/a.md"}) {
+    INFO(p);
+    CHECK_FALSE(io::fs_read(t / "notes.txt", p, "utf8", 100));
+  }
+  CHECK_FALSE(io::fs_list(t / "notes.txt", t / "notes.txt"));  // a list wants a folder
+  // A glob's path must lie under its literal folder.
+  CHECK_FALSE(io::fs_read(t / "docs/**/*.md", t / "notes.txt", "utf8", 100));
+
+  // The file swapped for a link after the check: refused, the link's target untouched.
+  fs::remove(t / "notes.txt");
+  fs::create_symlink(elsewhere / "x.txt", t / "notes.txt");
+  auto linked = io::fs_read(t / "notes.txt", t / "notes.txt", "utf8", 100);
+  REQUIRE_FALSE(linked);
+  CHECK(linked.err().code == errc::invalid_path);
+  CHECK_FALSE(io::fs_write(t / "notes.txt", t / "notes.txt", "pwned", 100));
+  CHECK(get(elsewhere / "x.txt") == "elsewhere\n");
+  // A link swapped in on the glob's path as well.
+  fs::rename(t / "docs/guide", t / "docs/guide.moved");
+  fs::create_directory_symlink(elsewhere.root, t / "docs/guide");
+  put(elsewhere / "a.md", "not the guide\n");
+  CHECK_FALSE(io::fs_read(t / "docs/**/*.md", t / "docs/guide/a.md", "utf8", 100));
+}
+
 TEST_CASE("magic links under /proc are refused", "[io][host]") {
   // /proc/self/root and /proc/self/fd/N are lexically under /proc/self but jump to objects.
   auto root_link = io::fs_read("/proc/self", "/proc/self/root/etc/passwd", "utf8", 1 << 20);
