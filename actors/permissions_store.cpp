@@ -6,7 +6,6 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "io/path_resolver.hpp"
 #include "io/permissions_file.hpp"
 
 namespace dhara::actors {
@@ -42,13 +41,13 @@ policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const poli
                                  const std::string& read_error, std::uint64_t generation, kept_identities& kept) {
   if (!read_error.empty())
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(read_error, generation));
-  io::real_path_resolver resolver;
+  io::pinning_resolver resolver;  // what it identifies stays open until the keepers hold it
   auto snap = policy::compile_session(cfg.inputs, perms, generation, resolver);
   if (!snap)
     return std::make_shared<const policy::policy_snapshot>(policy::failed_snapshot(snap.err().message, generation));
   // A failed snapshot denies everything, so what is kept only changes with one that compiled.
-  snap->paths.denied_ids = kept.paths.refresh(snap->paths);
-  snap->state_files.denied_ids = kept.state_files.refresh(snap->state_files);
+  snap->paths.denied_ids = kept.paths.refresh(snap->paths, &resolver);
+  snap->state_files.denied_ids = kept.state_files.refresh(snap->state_files, &resolver);
   return std::make_shared<const policy::policy_snapshot>(std::move(*snap));
 }
 
@@ -59,9 +58,11 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
     self->state.cfg = std::move(cfg);
     self->state.generation = self->state.cfg.first_generation;
     self->state.current = self->state.cfg.first;
-    if (const policy::snapshot_ptr& first = self->state.cfg.first) {  // the checkers hold it as it is
-      self->state.kept.paths.refresh(first->paths);
-      self->state.kept.state_files.refresh(first->state_files);
+    // The checkers hold the first rules as they are; what they name is held from now on
+    // (compiled when the session loaded, before any extension ran).
+    if (const policy::snapshot_ptr& first = self->state.cfg.first) {
+      self->state.kept.paths.refresh(first->paths, nullptr);
+      self->state.kept.state_files.refresh(first->state_files, nullptr);
     }
     return {
         [=](changed_atom) {

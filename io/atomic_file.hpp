@@ -24,6 +24,7 @@ class unique_fd {
 
   /// The descriptor, or a negative value when none is held.
   int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
   /// Closes now and returns close()'s errno (a deferred write error on some filesystems), or 0.
   int close_checked();
 

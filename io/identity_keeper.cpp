@@ -1,10 +1,13 @@
-// The identity keeper (see identity_keeper.hpp).
+// The identity keeper and the pinning resolver (see identity_keeper.hpp).
 #include "io/identity_keeper.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
 
 namespace dhara::io {
 namespace {
@@ -13,43 +16,63 @@ policy::file_id id_from(const struct stat& st) {
   return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
 }
 
-template <typename List>
-bool holds(const List& list, const policy::file_id& id) {
-  return std::any_of(list.begin(), list.end(), [&](const auto& h) { return h.id == id; });
+// What `path` names now, held: followed as stat(2) follows it, as the compile's own look does.
+unique_fd open_held(const std::string& path, policy::file_id& id) {
+  unique_fd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return unique_fd();
+  id = id_from(st);
+  return fd;
+}
+
+bool linked(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && st.st_nlink > 0;
 }
 
 }  // namespace
 
-std::shared_ptr<const std::vector<policy::file_id>> identity_keeper::refresh(const policy::path_rule_set& rules) {
-  decltype(by_entry_) next;
-  struct stat st;
-  for (const policy::path_rule_set::denied_target& t : rules.denied_targets) {
-    std::vector<held_id>& now = next[t.written];
-    // What the entry names now. O_NOFOLLOW: a resolved path ends in no link, unless one was
-    // put there since, and then the link is what the entry names, not where it points.
-    unique_fd fd(::open(t.resolved.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && !holds(now, id_from(st)))
-      now.push_back({id_from(st), std::move(fd)});
-    // What it named before, while that is still linked somewhere.
-    auto before = by_entry_.find(t.written);
-    if (before == by_entry_.end()) continue;
-    for (held_id& h : before->second)
-      if (h.fd.get() >= 0 && !holds(now, h.id) && ::fstat(h.fd.get(), &st) == 0 && st.st_nlink > 0)
-        now.push_back(std::move(h));
+std::optional<policy::file_id> pinning_resolver::identify(std::string_view resolved_abs) const {
+  if (auto it = pins_.find(resolved_abs); it != pins_.end()) return it->second.id;
+  std::string path(resolved_abs);
+  policy::file_id id;
+  unique_fd fd = open_held(path, id);
+  if (fd.valid()) {
+    pins_.emplace(std::move(path), pin{id, std::move(fd)});
+    return id;
   }
-  by_entry_ = std::move(next);  // entries the rules no longer have are forgotten here
-
-  std::vector<policy::file_id> ids = rules.denied_ids ? *rules.denied_ids : std::vector<policy::file_id>();
-  for (const auto& [entry, list] : by_entry_)
-    for (const held_id& h : list)
-      if (std::find(ids.begin(), ids.end(), h.id) == ids.end()) ids.push_back(h.id);
-  return std::make_shared<const std::vector<policy::file_id>>(std::move(ids));
+  // Nothing there (the usual case) is no identity. Anything else is said, and the look of a
+  // compile without a keeper is taken, so these rules know it at least.
+  if (errno != ENOENT && errno != ENOTDIR)
+    spdlog::warn("cannot hold the denied entry '{}' open ({}); it is known by identity until the rules are "
+                 "compiled again only",
+                 path, errno_text(errno));
+  return real_.identify(resolved_abs);
 }
 
-std::size_t identity_keeper::held() const {
-  std::size_t n = 0;
-  for (const auto& [entry, list] : by_entry_) n += list.size();
-  return n;
+unique_fd pinning_resolver::pinned(std::string_view resolved_abs, policy::file_id& id) const {
+  auto it = pins_.find(resolved_abs);
+  if (it == pins_.end()) return unique_fd();
+  id = it->second.id;
+  return unique_fd(::fcntl(it->second.fd.get(), F_DUPFD_CLOEXEC, 0));
+}
+
+std::shared_ptr<const std::vector<policy::file_id>> identity_keeper::refresh(const policy::path_rule_set& rules,
+                                                                             const pinning_resolver* compiled_with) {
+  auto holds = [&](const policy::file_id& id) {
+    return std::any_of(held_.begin(), held_.end(), [&](const held_id& h) { return h.id == id; });
+  };
+  // What was deleted since is let go: no path reaches it any more.
+  std::erase_if(held_, [](const held_id& h) { return !linked(h.fd.get()); });
+  for (const std::string& target : rules.denied_targets) {
+    policy::file_id id;
+    unique_fd fd = compiled_with ? compiled_with->pinned(target, id) : open_held(target, id);
+    if (fd.valid() && !holds(id)) held_.push_back({id, std::move(fd)});
+  }
+  std::vector<policy::file_id> ids = rules.denied_ids ? *rules.denied_ids : std::vector<policy::file_id>();
+  for (const held_id& h : held_)
+    if (std::find(ids.begin(), ids.end(), h.id) == ids.end()) ids.push_back(h.id);
+  return std::make_shared<const std::vector<policy::file_id>>(std::move(ids));
 }
 
 }  // namespace dhara::io

@@ -1,4 +1,4 @@
-// What each denied entry named, kept across compiles of the rules. Rules name paths: after
+// What the denied entries named, kept across compiles of the rules. Rules name paths: after
 // `mv a z` the entry a/private names nothing, so the rules compiled next could not know the
 // folder now at z/private, and a host file operation would open it. The keeper remembers it.
 #pragma once
@@ -7,35 +7,63 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/atomic_file.hpp"
+#include "io/path_resolver.hpp"
 #include "policy/path_rules.hpp"
 
 namespace dhara::io {
 
-/// Holds, for each denied entry of one rule set, an O_PATH descriptor of everything the entry
-/// named at a compile since the keeper began: what it names now, and what it named before for
-/// as long as that is still linked somewhere (a folder renamed away, or one an extension put a
-/// new folder in place of). Something deleted is let go at the next refresh, and an entry the
-/// rules no longer have is forgotten with all it named. A held descriptor keeps its inode from
-/// being freed, so its number cannot pass to another file while it is remembered.
+/// The real resolver, whose identify() keeps what it identified open (`O_PATH`), so that what
+/// a compile knew by identity is held as it was then, with no second look in which it could
+/// move. The permissions store compiles with one and hands it to its keepers.
+class pinning_resolver final : public policy::path_resolver {
+ public:
+  policy::result<std::string> resolve(std::string_view normalized_abs) const override {
+    return real_.resolve(normalized_abs);
+  }
+  std::optional<policy::file_id> identify(std::string_view resolved_abs) const override;
+  /// A new descriptor (close-on-exec) of what `resolved_abs` was identified as, if it was.
+  unique_fd pinned(std::string_view resolved_abs, policy::file_id& id) const;
+
+ private:
+  struct pin {
+    policy::file_id id;
+    unique_fd fd;
+  };
+  real_path_resolver real_;
+  mutable std::map<std::string, pin, std::less<>> pins_;  // by resolved path
+};
+
+/// Holds an `O_PATH` descriptor (close-on-exec: no extension process ever has one) of
+/// everything a denied entry of one rule set named at a compile this session, for as long as
+/// it is linked somewhere: what an entry names now, and what it named before, which covers a
+/// folder renamed away, one an extension made anew in its place, an entry that no longer
+/// resolves, and the target a denied link had before it was pointed elsewhere. What is
+/// deleted (link count 0) is let go at the next refresh. A held descriptor keeps its inode from
+/// being freed, so its number cannot pass to another file while it is held.
 /// The permissions store owns one per rule set (actors/permissions_store.cpp).
 class identity_keeper {
  public:
-  /// Looks at what each of `rules.denied_targets` names now and updates what is held. Returns
-  /// the identities for `rules.denied_ids`: everything held, and the rules' own.
-  std::shared_ptr<const std::vector<policy::file_id>> refresh(const policy::path_rule_set& rules);
+  /// Takes what `rules.denied_targets` named at their compile: from `compiled_with` when the
+  /// rules were compiled with it, else by opening each target now (the session's first
+  /// rules, compiled before any extension runs). Returns the identities for
+  /// `rules.denied_ids`: everything held, and the rules' own.
+  std::shared_ptr<const std::vector<policy::file_id>> refresh(const policy::path_rule_set& rules,
+                                                              const pinning_resolver* compiled_with);
   /// How many identities are held (tests).
-  std::size_t held() const;
+  std::size_t held() const { return held_.size(); }
 
  private:
   struct held_id {
     policy::file_id id;
-    unique_fd fd;  ///< O_PATH, close-on-exec: no extension process ever has it
+    unique_fd fd;
   };
-  std::map<std::string, std::vector<held_id>, std::less<>> by_entry_;
+  std::vector<held_id> held_;
 };
 
 }  // namespace dhara::io

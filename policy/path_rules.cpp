@@ -435,7 +435,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     }
     if (is_denied) {
       if (auto id = resolver.identify(*resolved)) denied_ids.push_back(*id);
-      set.denied_targets.push_back({e.written, *resolved});
+      set.denied_targets.push_back(*resolved);
     }
     if (is_denied && *resolved != e.normalized) {
       path_entry lexical = e;  // deny both the name and what it points at

@@ -143,14 +143,10 @@ struct path_rule_set {
   /// resolved form; globs have none). Rules name paths; these let a host file operation
   /// refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
   std::shared_ptr<const std::vector<file_id>> denied_ids;
-  /// Each denied entry that was identified (globs and unresolvable entries are not): the entry
-  /// as written and its resolved form, so what the entry names can be looked at again
-  /// (io/identity_keeper.hpp keeps what it named before across compiles).
-  struct denied_target {
-    std::string written;
-    std::string resolved;
-  };
-  std::vector<denied_target> denied_targets;
+  /// The resolved form of each denied entry whose identity was asked for (globs and entries
+  /// that do not resolve have none), so that what they name can be held across compiles
+  /// (io/identity_keeper.hpp).
+  std::vector<std::string> denied_targets;
 };
 
 /// The entries matching a normalized absolute path (null when none).

@@ -436,28 +436,33 @@ def test_a_host_read_refuses_a_denied_folder_whose_parent_was_renamed():
 
 def test_a_renamed_denied_folder_stays_refused_after_the_rules_are_compiled_again():
     """As above, but the user answers "always" to the read's question, so the session records
-    the approval and compiles the rules again while a/private no longer exists: the folder the
-    entry named before is still known, and stays refused."""
-    s = Server()
-    try:
-        os.makedirs(os.path.join(s.project, "a", "private"))
-        with open(os.path.join(s.project, "a", "private", "key"), "w") as f:
-            f.write("PRIVATE\n")
-        s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "a", "private")]))
-        s.restart_with_host_client()
-        os.rename(os.path.join(s.project, "a"), os.path.join(s.project, "z"))
-        os.makedirs(os.path.join(s.project, "a", "private"))  # the entry names a new folder now
-        refused, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="always")
-        assert ("filesystem:read", "z/private/key") in asked, asked
-        assert "PRIVATE" not in json.dumps(refused), refused
-        assert "lies in a folder the rules deny" in json.dumps(refused), refused
-        perms = json.load(open(os.path.join(s.dh, "permissions.json")))  # recorded, so compiled again
-        assert perms["host-client"]["capabilities"].get("filesystem:read") == "approved", perms
-        again, asked = s.host_request("host/fs/read", {"path": "z/private/key"})
-        assert asked == [], asked  # approved for good: checked under the recompiled rules alone
-        assert "lies in a folder the rules deny" in json.dumps(again), again
-    finally:
-        s.close()
+    the approval and compiles the rules again while a/private names a new folder, or nothing
+    that resolves: the folder the entry named before is still held, and stays refused."""
+    for way in ("a new folder", "a symlink loop"):
+        s = Server()
+        try:
+            os.makedirs(os.path.join(s.project, "a", "private"))
+            with open(os.path.join(s.project, "a", "private", "key"), "w") as f:
+                f.write("PRIVATE\n")
+            s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "a", "private")]))
+            s.restart_with_host_client()
+            os.rename(os.path.join(s.project, "a"), os.path.join(s.project, "z"))
+            if way == "a new folder":
+                os.makedirs(os.path.join(s.project, "a", "private"))
+            else:
+                os.symlink("a", os.path.join(s.project, "a"))
+            refused, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="always")
+            assert ("filesystem:read", "z/private/key") in asked, (way, asked)
+            assert "PRIVATE" not in json.dumps(refused), (way, refused)
+            assert "lies in a folder the rules deny" in json.dumps(refused), (way, refused)
+            perms = json.load(open(os.path.join(s.dh, "permissions.json")))  # recorded, so compiled again
+            assert perms["host-client"]["capabilities"].get("filesystem:read") == "approved", perms
+            again, asked = s.host_request("host/fs/read", {"path": "z/private/key"})
+            assert asked == [], asked  # approved for good: checked under the recompiled rules alone
+            assert "lies in a folder the rules deny" in json.dumps(again), (way, again)
+        finally:
+            s.close()
+
 
 def test_host_file_operations_use_single_file_and_glob_allowed_entries():
     """allowedPaths may name one file or a glob outside the project; host reads and writes of

@@ -118,7 +118,9 @@ struct trap_tree {
     snap = compile();
   }
 
-  std::shared_ptr<const policy::policy_snapshot> compile() const {
+  std::shared_ptr<const policy::policy_snapshot> compile() const { return compile(resolver); }
+
+  std::shared_ptr<const policy::policy_snapshot> compile(const policy::path_resolver& with) const {
     policy::snapshot_input in;
     in.config = &config;
     in.home = t / "home";
@@ -128,7 +130,7 @@ struct trap_tree {
     for (std::size_t i = 0; i < fixture.manifests.size(); ++i)
       in.extensions.push_back({&fixture.manifests[i], (t.root / "home/.dhara/extensions" / fixture.manifests[i].name).string(),
                                &fixture.perms[i]});
-    auto s = policy::compile_snapshot(in, resolver);
+    auto s = policy::compile_snapshot(in, with);
     REQUIRE(s);
     return std::make_shared<const policy::policy_snapshot>(std::move(*s));
   }
@@ -381,9 +383,9 @@ bool has_id(const std::vector<policy::file_id>& ids, const policy::file_id& id) 
 
 }  // namespace
 
-// Every permission change compiles the rules again, when a/private may name nothing or a new
-// folder an extension made in its place. The keeper (what the permissions store uses) still
-// knows the folder the entry named before, for as long as it is linked somewhere.
+// Every permission change compiles the rules again, when a/private may name nothing, a new
+// folder an extension made in its place, or nothing that resolves. The keepers (what the
+// permissions store uses) still hold the folder the entry named before, while it is linked.
 TEST_CASE("hostile tree: a denied folder moved away stays refused after the rules are compiled again", "[io][hostile][path]") {
   trap_tree tr;
   const temp_tree& t = tr.t;
@@ -391,44 +393,93 @@ TEST_CASE("hostile tree: a denied folder moved away stays refused after the rule
   put(t / "proj/a/private/key", "PRIVATE\n");
   tr.config.denied_paths.push_back(t / "proj/a/private");
   io::identity_keeper keeper;
-  tr.snap = tr.compile();
+  // A compile's own rules: what the store does at each reload.
+  auto recompile = [&] {
+    io::pinning_resolver pins;
+    tr.snap = tr.compile(pins);
+    return keeper.refresh(tr.snap->paths, &pins);
+  };
   const policy::file_id first = id_at(t / "proj/a/private");
-  REQUIRE(has_id(*keeper.refresh(tr.snap->paths), first));
+  REQUIRE(has_id(*recompile(), first));
   const std::size_t held_at_start = keeper.held();
 
   fs::rename(t / "proj/a", t / "proj/z");
-  for (bool made_anew : {false, true}) {
-    INFO((made_anew ? "an extension made a new a/private" : "a/private names nothing"));
-    if (made_anew) fs::create_directories(t / "proj/a/private");
-    tr.snap = tr.compile();
+  const std::vector<std::string> ways = {"a/private names nothing", "a/private is a new folder",
+                                         "a is a symlink to itself, so a/private does not resolve"};
+  for (const std::string& way : ways) {
+    INFO(way);
+    if (way == ways[1]) fs::create_directories(t / "proj/a/private");
+    if (way == ways[2]) {
+      fs::remove_all(t / "proj/a");
+      fs::create_symlink("a", t / "proj/a");
+    }
+    auto ids = recompile();
     // The compile alone no longer knows the moved folder: this is what the keeper is for.
     REQUIRE_FALSE(has_id(*tr.snap->paths.denied_ids, first));
-    auto ids = keeper.refresh(tr.snap->paths);
     CHECK(has_id(*ids, first));
-    if (made_anew) CHECK(has_id(*ids, id_at(t / "proj/a/private")));
-    CHECK(keeper.held() == held_at_start + (made_anew ? 1 : 0));
+    if (way == ways[1]) CHECK(has_id(*ids, id_at(t / "proj/a/private")));
     auto read = io::fs_read(t / "proj", tr.decide("z/private/key").resolved, "utf8", 1 << 20, *ids);
     REQUIRE_FALSE(read);
     CHECK_THAT(read.err().message, Catch::Contains("lies in a folder the rules deny"));
   }
-
+  CHECK(keeper.held() == held_at_start);  // the new a/private was let go when a became a link
   // Deleted, it is let go: nothing can reach it by a path any more.
-  const policy::file_id anew = id_at(t / "proj/a/private");
   fs::remove_all(t / "proj/z");
-  tr.snap = tr.compile();
-  auto ids = keeper.refresh(tr.snap->paths);
+  auto ids = recompile();
   CHECK_FALSE(has_id(*ids, first));
-  CHECK(has_id(*ids, anew));
-  CHECK(keeper.held() == held_at_start);
-
-  // An entry the rules no longer have is forgotten with what it named.
-  tr.config.denied_paths.pop_back();
-  tr.snap = tr.compile();
-  ids = keeper.refresh(tr.snap->paths);
-  CHECK_FALSE(has_id(*ids, anew));
   CHECK(keeper.held() == held_at_start - 1);
-  put(t / "proj/a/private/key", "mine now\n");
-  CHECK(io::fs_read(t / "proj", tr.decide("a/private/key").resolved, "utf8", 1 << 20, *ids));
+}
+
+// A compile looks at each denied entry once, and the keeper holds that very look: a folder
+// moved between the compile and the keeper taking it over is still held.
+TEST_CASE("hostile tree: the keeper holds what the compile saw, not a second look", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/a/private");
+  tr.config.denied_paths.push_back(t / "proj/a/private");
+  const policy::file_id first = id_at(t / "proj/a/private");
+  io::pinning_resolver pins;
+  tr.snap = tr.compile(pins);
+  REQUIRE(has_id(*tr.snap->paths.denied_ids, first));
+  fs::rename(t / "proj/a", t / "proj/z");
+  io::identity_keeper pinned, looked_again;
+  CHECK(has_id(*pinned.refresh(tr.snap->paths, &pins), first));
+  looked_again.refresh(tr.snap->paths, nullptr);  // the session's first rules: a look now
+  CHECK(pinned.held() == looked_again.held() + 1);
+  // The next compile knows it only through what was held.
+  io::pinning_resolver next;
+  tr.snap = tr.compile(next);
+  CHECK(has_id(*pinned.refresh(tr.snap->paths, &next), first));
+  CHECK_FALSE(has_id(*looked_again.refresh(tr.snap->paths, &next), first));
+}
+
+// A denied entry that is a link names its target. Pointed elsewhere since (by whoever may
+// write the link), the rules name the new target; the old one stays refused while it is linked
+// (decided: the user denied what the link led to).
+TEST_CASE("hostile tree: the old target of a denied link pointed elsewhere stays refused", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/real-secret");
+  fs::create_directories(t / "proj/other");
+  put(t / "proj/real-secret/key", "PRIVATE\n");
+  fs::create_directory_symlink(t / "proj/real-secret", t / "proj/s");
+  tr.config.denied_paths.push_back(t / "proj/s");
+  io::identity_keeper keeper;
+  {
+    io::pinning_resolver pins;
+    tr.snap = tr.compile(pins);
+    keeper.refresh(tr.snap->paths, &pins);
+  }
+  REQUIRE(tr.decide("real-secret/key").verdict == verdict_kind::deny);
+  fs::remove(t / "proj/s");
+  fs::create_directory_symlink(t / "proj/other", t / "proj/s");
+  io::pinning_resolver pins;
+  tr.snap = tr.compile(pins);
+  auto ids = keeper.refresh(tr.snap->paths, &pins);
+  REQUIRE(tr.decide("real-secret/key").allowed());  // no rule names it any more
+  auto read = io::fs_read(t / "proj", tr.decide("real-secret/key").resolved, "utf8", 1 << 20, *ids);
+  REQUIRE_FALSE(read);
+  CHECK_THAT(read.err().message, Catch::Contains("lies in a folder the rules deny"));
 }
 
 TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are denied", "[io][hostile][proc]") {
