@@ -48,6 +48,10 @@ policy::snapshot_ptr compile_for(const permissions_store_config& cfg, const poli
   // A failed snapshot denies everything, so what is kept only changes with one that compiled.
   snap->paths.denied_ids = kept.paths.refresh(snap->paths, &resolver);
   snap->state_files.denied_ids = kept.state_files.refresh(snap->state_files, &resolver);
+  if (resolver.unheld() > 0)
+    spdlog::debug("{} denied entries are known by device and inode alone, not held open (more than {}, or "
+                  "they could not be opened): their numbers are kept for the session",
+                  resolver.unheld(), io::max_held);
   return std::make_shared<const policy::policy_snapshot>(std::move(*snap));
 }
 

@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include <spdlog/spdlog.h>
-
 namespace dhara::io {
 namespace {
 
@@ -36,18 +34,18 @@ std::optional<policy::file_id> pinning_resolver::identify(std::string_view resol
   if (auto it = pins_.find(resolved_abs); it != pins_.end()) return it->second.id;
   std::string path(resolved_abs);
   policy::file_id id;
-  unique_fd fd = open_held(path, id);
-  if (fd.valid()) {
-    pins_.emplace(std::move(path), pin{id, std::move(fd)});
-    return id;
+  if (pins_.size() < max_held) {
+    unique_fd fd = open_held(path, id);
+    if (fd.valid()) {
+      pins_.emplace(std::move(path), pin{id, std::move(fd)});
+      return id;
+    }
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;  // nothing there: no identity
   }
-  // Nothing there (the usual case) is no identity. Anything else is said, and the look of a
-  // compile without a keeper is taken, so these rules know it at least.
-  if (errno != ENOENT && errno != ENOTDIR)
-    spdlog::warn("cannot hold the denied entry '{}' open ({}); it is known by identity until the rules are "
-                 "compiled again only",
-                 path, errno_text(errno));
-  return real_.identify(resolved_abs);
+  // Past the limit, or an open that failed otherwise (EMFILE, EACCES): the compile's own look.
+  auto looked = real_.identify(resolved_abs);
+  if (looked) ++unheld_;
+  return looked;
 }
 
 unique_fd pinning_resolver::pinned(std::string_view resolved_abs, policy::file_id& id) const {
@@ -65,13 +63,17 @@ std::shared_ptr<const std::vector<policy::file_id>> identity_keeper::refresh(con
   // What was deleted since is let go: no path reaches it any more.
   std::erase_if(held_, [](const held_id& h) { return !linked(h.fd.get()); });
   for (const std::string& target : rules.denied_targets) {
+    if (held_.size() >= max_held) break;
     policy::file_id id;
     unique_fd fd = compiled_with ? compiled_with->pinned(target, id) : open_held(target, id);
     if (fd.valid() && !holds(id)) held_.push_back({id, std::move(fd)});
   }
-  std::vector<policy::file_id> ids = rules.denied_ids ? *rules.denied_ids : std::vector<policy::file_id>();
-  for (const held_id& h : held_)
-    if (std::find(ids.begin(), ids.end(), h.id) == ids.end()) ids.push_back(h.id);
+  // What the compile knew but nothing holds open is kept by number, for good.
+  if (rules.denied_ids)
+    for (const policy::file_id& id : *rules.denied_ids)
+      if (!holds(id) && std::find(bare_.begin(), bare_.end(), id) == bare_.end()) bare_.push_back(id);
+  std::vector<policy::file_id> ids = bare_;
+  for (const held_id& h : held_) ids.push_back(h.id);
   return std::make_shared<const std::vector<policy::file_id>>(std::move(ids));
 }
 

@@ -27,8 +27,14 @@ class pinning_resolver final : public policy::path_resolver {
     return real_.resolve(normalized_abs);
   }
   std::optional<policy::file_id> identify(std::string_view resolved_abs) const override;
+  std::vector<std::string> expand(std::string_view glob, std::size_t limit) const override {
+    return real_.expand(glob, limit);
+  }
   /// A new descriptor (close-on-exec) of what `resolved_abs` was identified as, if it was.
   unique_fd pinned(std::string_view resolved_abs, policy::file_id& id) const;
+  /// How many identities were taken by stat(2) alone, not held open (past max_held, or the
+  /// open failed): the keepers keep those numbers without a descriptor.
+  std::size_t unheld() const { return unheld_; }
 
  private:
   struct pin {
@@ -37,7 +43,12 @@ class pinning_resolver final : public policy::path_resolver {
   };
   real_path_resolver real_;
   mutable std::map<std::string, pin, std::less<>> pins_;  // by resolved path
+  mutable std::size_t unheld_ = 0;
 };
+
+/// Most descriptors one keeper, or one compile, holds: a project may list any number of
+/// denied paths, and dhara's descriptors are for extensions' pipes first.
+inline constexpr std::size_t max_held = 64;
 
 /// Holds an `O_PATH` descriptor (close-on-exec: no extension process ever has one) of
 /// everything a denied entry of one rule set named at a compile this session, for as long as
@@ -45,7 +56,10 @@ class pinning_resolver final : public policy::path_resolver {
 /// folder renamed away, one an extension made anew in its place, an entry that no longer
 /// resolves, and the target a denied link had before it was pointed elsewhere. What is
 /// deleted (link count 0) is let go at the next refresh. A held descriptor keeps its inode from
-/// being freed, so its number cannot pass to another file while it is held.
+/// being freed, so its number cannot pass to another file while it is held. Past max_held
+/// descriptors, and for what could not be held open, the keeper keeps the bare numbers for the
+/// rest of the session: never let go, so a freed number given to another file is refused too
+/// (a false refusal, never an allow).
 /// The permissions store owns one per rule set (actors/permissions_store.cpp).
 class identity_keeper {
  public:
@@ -55,8 +69,9 @@ class identity_keeper {
   /// `rules.denied_ids`: everything held, and the rules' own.
   std::shared_ptr<const std::vector<policy::file_id>> refresh(const policy::path_rule_set& rules,
                                                               const pinning_resolver* compiled_with);
-  /// How many identities are held (tests).
+  /// How many identities are held open, and how many are kept as bare numbers (tests).
   std::size_t held() const { return held_.size(); }
+  std::size_t bare() const { return bare_.size(); }
 
  private:
   struct held_id {
@@ -64,6 +79,7 @@ class identity_keeper {
     unique_fd fd;
   };
   std::vector<held_id> held_;
+  std::vector<policy::file_id> bare_;
 };
 
 }  // namespace dhara::io

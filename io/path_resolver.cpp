@@ -4,6 +4,7 @@
 #include "io/open_batch.hpp"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -479,6 +480,17 @@ std::optional<policy::file_id> real_path_resolver::identify(std::string_view res
   struct stat st;
   if (!to_c_path(resolved_abs, name) || ::stat(name, &st) != 0) return std::nullopt;
   return policy::file_id{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+std::vector<std::string> real_path_resolver::expand(std::string_view glob, std::size_t limit) const {
+  std::vector<std::string> out;
+  char pattern[PATH_MAX];
+  if (!to_c_path(glob, pattern)) return out;
+  glob_t g{};
+  if (::glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE | GLOB_PERIOD, nullptr, &g) == 0)
+    for (std::size_t i = 0; i < g.gl_pathc && out.size() < limit; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  return out;
 }
 
 policy::result<std::string> real_path_resolver::resolve_by_walk(std::string_view normalized_abs) {

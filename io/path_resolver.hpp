@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/command_rules.hpp"
 #include "policy/path_rules.hpp"
@@ -33,6 +34,8 @@ class real_path_resolver final : public policy::path_resolver {
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;
   /// stat(2) of the path: its device and inode, or nothing when it cannot be read.
   std::optional<policy::file_id> identify(std::string_view resolved_abs) const override;
+  /// glob(3) of `glob` (no escapes; names starting with '.' match too), at most `limit` paths.
+  std::vector<std::string> expand(std::string_view glob, std::size_t limit) const override;
   /// How many of this thread's resolutions were answered through a known link (tests and
   /// benchmarks read it to tell the ways apart).
   static std::uint64_t known_link_answers();

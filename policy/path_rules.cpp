@@ -403,6 +403,18 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     return false;
   };
   std::vector<file_id> denied_ids;
+  // The entries a denied glob matches now are known by identity too, when its glob is in its
+  // last segment only (dhara's own state files): a host file operation in their folder moved
+  // elsewhere then still refuses them. At most 64 a glob (`audit*` matches the rotated files).
+  auto identify_matches = [&](const path_entry& e) {
+    if (e.normalized.find('/', e.literal_prefix.size()) != std::string::npos) return;
+    for (const std::string& match : resolver.expand(e.normalized, 64)) {
+      auto resolved = resolver.resolve(match);
+      if (!resolved) continue;
+      if (auto id = resolver.identify(*resolved)) denied_ids.push_back(*id);
+      set.denied_targets.push_back(std::move(*resolved));
+    }
+  };
   auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written,
                  bool is_denied) -> std::optional<error> {
     auto expanded = expand_home(text, in.home);
@@ -414,6 +426,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     path_entry e{std::move(written), std::move(*normal), has_glob(*expanded), {}};
     if (e.glob) {
       e.literal_prefix = literal_prefix_of(e.normalized);
+      if (is_denied && resolver.follows_links()) identify_matches(e);
       list.push_back(std::move(e));
       return std::nullopt;
     }

@@ -67,6 +67,9 @@ class path_resolver {
   virtual bool follows_links() const { return true; }
   /// The identity of what is at `resolved_abs` now, for resolvers that read the disk.
   virtual std::optional<file_id> identify(std::string_view /*resolved_abs*/) const { return std::nullopt; }
+  /// The entries that exist now and match `glob`, a normalized absolute path whose only glob
+  /// characters are in its last segment (at most `limit`), for resolvers that read the disk.
+  virtual std::vector<std::string> expand(std::string_view /*glob*/, std::size_t /*limit*/) const { return {}; }
 };
 
 /// A resolver for purely lexical checks: returns the path unchanged (no symlinks seen).
@@ -143,8 +146,10 @@ struct path_rule_set {
   /// resolved form; globs have none). Rules name paths; these let a host file operation
   /// refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
   std::shared_ptr<const std::vector<file_id>> denied_ids;
-  /// The resolved form of each denied entry whose identity was asked for (globs and entries
-  /// that do not resolve have none), so that what they name can be held across compiles
+  /// The resolved form of each denied entry whose identity was asked for (entries that do not
+  /// resolve have none; a glob whose only glob characters are in its last segment, such as the
+  /// built-in `$DHARA_HOME/config.json*`, has those of the entries it matched when compiled,
+  /// other globs none), so that what they name can be held across compiles
   /// (io/identity_keeper.hpp).
   std::vector<std::string> denied_targets;
 };

@@ -444,13 +444,76 @@ TEST_CASE("hostile tree: the keeper holds what the compile saw, not a second loo
   fs::rename(t / "proj/a", t / "proj/z");
   io::identity_keeper pinned, looked_again;
   CHECK(has_id(*pinned.refresh(tr.snap->paths, &pins), first));
-  looked_again.refresh(tr.snap->paths, nullptr);  // the session's first rules: a look now
+  CHECK(pinned.bare() == 0);
+  // The session's first rules are taken by a look now, which no longer finds the folder: the
+  // number the compile saw is kept bare (not held open, never let go).
+  CHECK(has_id(*looked_again.refresh(tr.snap->paths, nullptr), first));
   CHECK(pinned.held() == looked_again.held() + 1);
-  // The next compile knows it only through what was held.
+  CHECK(looked_again.bare() == 1);
+  // The next compile knows it only through what each kept.
   io::pinning_resolver next;
   tr.snap = tr.compile(next);
+  REQUIRE_FALSE(has_id(*tr.snap->paths.denied_ids, first));
   CHECK(has_id(*pinned.refresh(tr.snap->paths, &next), first));
-  CHECK_FALSE(has_id(*looked_again.refresh(tr.snap->paths, &next), first));
+  CHECK(has_id(*looked_again.refresh(tr.snap->paths, &next), first));
+}
+
+// dhara's own state files are denied by globs (`<project>/.dhara/config.json*`): the entries
+// they match when the rules are compiled are known by identity, so a write to the project's
+// config through its folder renamed (`mv .dhara y`, write `y/config.json`, `mv y .dhara`)
+// is refused, before and after the rules are compiled again.
+TEST_CASE("hostile tree: dhara's own files matched by a denied glob are refused in a renamed folder", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  fs::create_directories(t / "proj/.dhara");
+  put(t / "proj/.dhara/config.json", "{}\n");
+  io::identity_keeper keeper;
+  auto recompile = [&] {
+    io::pinning_resolver pins;
+    tr.snap = tr.compile(pins);
+    return keeper.refresh(tr.snap->paths, &pins);
+  };
+  auto ids = recompile();
+  CHECK(has_id(*ids, id_at(t / "proj/.dhara/config.json")));
+  REQUIRE_FALSE(tr.decide(".dhara/config.json", capability::filesystem_write).allowed());
+  fs::rename(t / "proj/.dhara", t / "proj/y");
+  for (int compiled_again = 0; compiled_again < 2; ++compiled_again) {
+    INFO("compiled again: " << compiled_again);
+    if (compiled_again) ids = recompile();
+    policy::decision d = tr.decide("y/config.json", capability::filesystem_write);
+    REQUIRE(d.allowed());  // no rule names y/config.json
+    auto wrote = io::fs_write(t / "proj", d.resolved, "{\"security\":{\"level\":\"yolo\"}}", 1 << 20, *ids);
+    REQUIRE_FALSE(wrote);
+    CHECK_THAT(wrote.err().message, Catch::Contains("is itself an entry the rules deny"));
+    CHECK(get(t / "proj/y/config.json") == "{}\n");
+  }
+}
+
+// A project may list any number of denied paths; what is held open stays bounded, and what is
+// past the bound is kept by number for the rest of the session.
+TEST_CASE("hostile tree: many denied entries hold a bounded number of descriptors and lose none", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  const std::size_t n = io::max_held + 40;
+  std::vector<policy::file_id> named;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string dir = t / ("proj/a/d" + std::to_string(i));
+    fs::create_directories(dir);
+    tr.config.denied_paths.push_back(dir);
+    named.push_back(id_at(dir));
+  }
+  io::identity_keeper keeper;
+  for (bool moved : {false, true}) {
+    INFO("parent renamed: " << moved);
+    if (moved) fs::rename(t / "proj/a", t / "proj/z");
+    io::pinning_resolver pins;
+    tr.snap = tr.compile(pins);
+    auto ids = keeper.refresh(tr.snap->paths, &pins);
+    if (!moved) CHECK(pins.unheld() >= n - io::max_held);  // past the bound: by stat(2) alone
+    CHECK(keeper.held() <= io::max_held);
+    for (const policy::file_id& id : named) CHECK(has_id(*ids, id));
+  }
+  CHECK(keeper.bare() >= n - io::max_held);
 }
 
 // A denied entry that is a link names its target. Pointed elsewhere since (by whoever may
