@@ -381,6 +381,14 @@ bool has_id(const std::vector<policy::file_id>& ids, const policy::file_id& id) 
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
+// What the permissions store does at a reload: compiles with a pinning resolver, and the
+// keeper takes over what it pinned. The identities a host operation is given.
+std::shared_ptr<const std::vector<policy::file_id>> compile_and_keep(trap_tree& tr, io::identity_keeper& keeper) {
+  io::pinning_resolver pins;
+  tr.snap = tr.compile(pins);
+  return keeper.refresh(tr.snap->paths, &pins);
+}
+
 }  // namespace
 
 // Every permission change compiles the rules again, when a/private may name nothing, a new
@@ -393,14 +401,8 @@ TEST_CASE("hostile tree: a denied folder moved away stays refused after the rule
   put(t / "proj/a/private/key", "PRIVATE\n");
   tr.config.denied_paths.push_back(t / "proj/a/private");
   io::identity_keeper keeper;
-  // A compile's own rules: what the store does at each reload.
-  auto recompile = [&] {
-    io::pinning_resolver pins;
-    tr.snap = tr.compile(pins);
-    return keeper.refresh(tr.snap->paths, &pins);
-  };
   const policy::file_id first = id_at(t / "proj/a/private");
-  REQUIRE(has_id(*recompile(), first));
+  REQUIRE(has_id(*compile_and_keep(tr, keeper), first));
   const std::size_t held_at_start = keeper.held();
 
   fs::rename(t / "proj/a", t / "proj/z");
@@ -413,7 +415,7 @@ TEST_CASE("hostile tree: a denied folder moved away stays refused after the rule
       fs::remove_all(t / "proj/a");
       fs::create_symlink("a", t / "proj/a");
     }
-    auto ids = recompile();
+    auto ids = compile_and_keep(tr, keeper);
     // The compile alone no longer knows the moved folder: this is what the keeper is for.
     REQUIRE_FALSE(has_id(*tr.snap->paths.denied_ids, first));
     CHECK(has_id(*ids, first));
@@ -425,7 +427,7 @@ TEST_CASE("hostile tree: a denied folder moved away stays refused after the rule
   CHECK(keeper.held() == held_at_start);  // the new a/private was let go when a became a link
   // Deleted, it is let go: nothing can reach it by a path any more.
   fs::remove_all(t / "proj/z");
-  auto ids = recompile();
+  auto ids = compile_and_keep(tr, keeper);
   CHECK_FALSE(has_id(*ids, first));
   CHECK(keeper.held() == held_at_start - 1);
 }
@@ -468,18 +470,13 @@ TEST_CASE("hostile tree: dhara's own files matched by a denied glob are refused 
   fs::create_directories(t / "proj/.dhara");
   put(t / "proj/.dhara/config.json", "{}\n");
   io::identity_keeper keeper;
-  auto recompile = [&] {
-    io::pinning_resolver pins;
-    tr.snap = tr.compile(pins);
-    return keeper.refresh(tr.snap->paths, &pins);
-  };
-  auto ids = recompile();
+  auto ids = compile_and_keep(tr, keeper);
   CHECK(has_id(*ids, id_at(t / "proj/.dhara/config.json")));
   REQUIRE_FALSE(tr.decide(".dhara/config.json", capability::filesystem_write).allowed());
   fs::rename(t / "proj/.dhara", t / "proj/y");
   for (int compiled_again = 0; compiled_again < 2; ++compiled_again) {
     INFO("compiled again: " << compiled_again);
-    if (compiled_again) ids = recompile();
+    if (compiled_again) ids = compile_and_keep(tr, keeper);
     policy::decision d = tr.decide("y/config.json", capability::filesystem_write);
     REQUIRE(d.allowed());  // no rule names y/config.json
     auto wrote = io::fs_write(t / "proj", d.resolved, "{\"security\":{\"level\":\"yolo\"}}", 1 << 20, *ids);
@@ -528,17 +525,11 @@ TEST_CASE("hostile tree: the old target of a denied link pointed elsewhere stays
   fs::create_directory_symlink(t / "proj/real-secret", t / "proj/s");
   tr.config.denied_paths.push_back(t / "proj/s");
   io::identity_keeper keeper;
-  {
-    io::pinning_resolver pins;
-    tr.snap = tr.compile(pins);
-    keeper.refresh(tr.snap->paths, &pins);
-  }
+  compile_and_keep(tr, keeper);
   REQUIRE(tr.decide("real-secret/key").verdict == verdict_kind::deny);
   fs::remove(t / "proj/s");
   fs::create_directory_symlink(t / "proj/other", t / "proj/s");
-  io::pinning_resolver pins;
-  tr.snap = tr.compile(pins);
-  auto ids = keeper.refresh(tr.snap->paths, &pins);
+  auto ids = compile_and_keep(tr, keeper);
   REQUIRE(tr.decide("real-secret/key").allowed());  // no rule names it any more
   auto read = io::fs_read(t / "proj", tr.decide("real-secret/key").resolved, "utf8", 1 << 20, *ids);
   REQUIRE_FALSE(read);
