@@ -62,8 +62,9 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
     self->state.cfg = std::move(cfg);
     self->state.generation = self->state.cfg.first_generation;
     self->state.current = self->state.cfg.first;
-    // The checkers hold the first rules as they are; what they name is held from now on
-    // (compiled when the session loaded, before any extension ran).
+    // The checkers hold the first rules as they are (compiled when the session loaded). What
+    // they name is held from now on, and what their compile saw but is no longer found is
+    // kept by number.
     if (const policy::snapshot_ptr& first = self->state.cfg.first) {
       self->state.kept.paths.refresh(first->paths, nullptr);
       self->state.kept.state_files.refresh(first->state_files, nullptr);

@@ -143,8 +143,8 @@ struct path_rule_set {
                                     ///< away: a bad denied entry makes compile fail instead)
   std::vector<path_trie_node> trie; ///< index over allowed and denied; trie[0] is "/"
   /// The identity of every denied entry that existed when the rules were compiled (its
-  /// resolved form; globs have none). Rules name paths; these let a host file operation
-  /// refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
+  /// resolved form; for a glob, see denied_targets). Rules name paths; these let a host file
+  /// operation refuse what lies in a denied folder that was moved since (io/host_ops.hpp).
   std::shared_ptr<const std::vector<file_id>> denied_ids;
   /// The resolved form of each denied entry whose identity was asked for (entries that do not
   /// resolve have none; a glob whose only glob characters are in its last segment, such as the

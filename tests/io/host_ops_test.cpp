@@ -351,6 +351,13 @@ TEST_CASE("single-file and glob allowed entries can be opened, and only along th
   CHECK_FALSE(io::fs_list(t / "notes.txt", t / "notes.txt"));  // a list wants a folder
   // A glob's path must lie under its literal folder.
   CHECK_FALSE(io::fs_read(t / "docs/**/*.md", t / "notes.txt", "utf8", 100));
+  // Beneath a glob's literal folder, the walk up by identity starts at the file's own folder
+  // and passes every folder between: a denied folder there refuses it.
+  REQUIRE(::stat((t / "docs").c_str(), &st) == 0);
+  const std::vector<policy::file_id> docs_denied = {{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)}};
+  auto walked = io::fs_read(t / "*/**/*.md", t / "docs/guide/a.md", "utf8", 100, docs_denied);
+  REQUIRE_FALSE(walked);
+  CHECK_THAT(walked.err().message, Catch::Contains("lies in a folder the rules deny"));
 
   // The file swapped for a link after the check: refused, the link's target untouched.
   fs::remove(t / "notes.txt");
