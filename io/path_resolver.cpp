@@ -487,7 +487,7 @@ std::vector<std::string> real_path_resolver::expand(std::string_view glob, std::
   char pattern[PATH_MAX];
   if (!to_c_path(glob, pattern)) return out;
   glob_t g{};
-  if (::glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE | GLOB_PERIOD, nullptr, &g) == 0)
+  if (::glob(pattern, GLOB_NOSORT | GLOB_PERIOD, nullptr, &g) == 0)  // escapes: policy::glob3_pattern
     for (std::size_t i = 0; i < g.gl_pathc && out.size() < limit; ++i) out.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);
   return out;

@@ -173,8 +173,13 @@ std::string literal_prefix_of(std::string_view glob) {
   return std::string(glob.substr(0, slash == std::string_view::npos ? 0 : slash + 1));
 }
 
+// The literal folder is compared as text and only the rest matched as a glob: a built-in's
+// folder (a project named `app[2]`) may hold glob characters, taken literally.
 bool glob_entry_matches(const path_entry& e, std::string_view path) {
-  return path.starts_with(e.literal_prefix) && glob_match_at_or_under(e.normalized, path);
+  if (!path.starts_with(e.literal_prefix)) return false;
+  if (e.literal_prefix.empty()) return glob_match_at_or_under(e.normalized, path);
+  const std::size_t from = e.literal_prefix.size() - 1;  // keep its last slash: the rest is absolute
+  return glob_match_at_or_under(std::string_view(e.normalized).substr(from), path.substr(from));
 }
 
 // (parent node, segment) → child node, while the trie is built: a linear scan of the children
@@ -276,26 +281,34 @@ decision deny(std::string reason, std::string_view rule = {}) {
   return {verdict_kind::deny, std::move(reason), decider::rule, rule};
 }
 
+// A built-in denial: `folder` is taken literally (a home or project named `app[2]` is no glob),
+// `leaf` (may be empty) is a glob beneath it.
+struct builtin_denial {
+  std::string folder;
+  std::string leaf;
+  std::string written;
+};
+
 // Built-in denials that no configuration can remove (DESIGN §4, §9).
-std::vector<std::pair<std::string, std::string>> builtin_denials(const path_rules_input& in) {
-  std::vector<std::pair<std::string, std::string>> out;
+std::vector<builtin_denial> builtin_denials(const path_rules_input& in) {
+  std::vector<builtin_denial> out;
   if (!in.only_state_files) {
-    out.push_back({"/etc/shadow", "built-in: /etc/shadow"});
-    out.push_back({"/etc/gshadow", "built-in: /etc/gshadow"});
-    if (!in.home.empty()) out.push_back({in.home + "/.ssh", "built-in: ~/.ssh/"});
+    out.push_back({"/etc/shadow", "", "built-in: /etc/shadow"});
+    out.push_back({"/etc/gshadow", "", "built-in: /etc/gshadow"});
+    if (!in.home.empty()) out.push_back({in.home + "/.ssh", "", "built-in: ~/.ssh/"});
     // /proc magic links and process secrets: they walk around every other rule.
     for (const char* leaf : {"root", "cwd", "exe", "environ", "mem", "fd", "map_files"})
-      out.push_back({std::string("/proc/**/") + leaf, std::string("built-in: /proc/*/") + leaf});
+      out.push_back({"/proc", std::string("**/") + leaf, std::string("built-in: /proc/*/") + leaf});
   }
   if (!in.dhara_home.empty()) {
     // dhara's own state: an extension must never read or edit approvals or the audit.
     for (const char* f : {"config.json*", "permissions.json*", "audit*", "logs"})
-      out.push_back({in.dhara_home + "/" + f, std::string("built-in: $DHARA_HOME/") + f});
+      out.push_back({in.dhara_home, f, std::string("built-in: $DHARA_HOME/") + f});
   }
   if (!in.project_root.empty())
-    out.push_back({in.project_root + "/.dhara/config.json*", "built-in: <project>/.dhara/config.json"});
+    out.push_back({in.project_root + "/.dhara", "config.json*", "built-in: <project>/.dhara/config.json"});
   for (const std::string& dir : in.extension_dirs)
-    if (!dir.empty()) out.push_back({dir, std::string(extension_dir_rule) + dir});
+    if (!dir.empty()) out.push_back({dir, "", std::string(extension_dir_rule) + dir});
   return out;
 }
 
@@ -367,6 +380,18 @@ bool glob_match_at_or_under(std::string_view pattern, std::string_view path) {
   return glob_matches(pattern, path, true);
 }
 
+std::string glob3_pattern(const path_entry& e) {
+  std::string out;
+  out.reserve(e.normalized.size() + 8);
+  const std::size_t literal = e.glob ? e.literal_prefix.size() : e.normalized.size();
+  for (std::size_t i = 0; i < e.normalized.size(); ++i) {
+    const char c = e.normalized[i];
+    if (c == '\\' || (i < literal && is_glob_char(c))) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
 result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_resolver& resolver) {
   path_rule_set set;
   // The bounds of a confined (untrusted project) allowed list, in their resolved forms; an
@@ -408,27 +433,42 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   // elsewhere then still refuses them. At most 64 a glob (`audit*` matches the rotated files).
   auto identify_matches = [&](const path_entry& e) {
     if (e.normalized.find('/', e.literal_prefix.size()) != std::string::npos) return;
-    for (const std::string& match : resolver.expand(e.normalized, 64)) {
+    for (const std::string& match : resolver.expand(glob3_pattern(e), 64)) {
       auto resolved = resolver.resolve(match);
       if (!resolved) continue;
       if (auto id = resolver.identify(*resolved)) denied_ids.push_back(*id);
       set.denied_targets.push_back(std::move(*resolved));
     }
   };
-  auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written,
-                 bool is_denied) -> std::optional<error> {
+  // With `builtin`, `text` is taken literally and `leaf` is a glob beneath it (none if empty).
+  auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written, bool is_denied,
+                 bool builtin = false, std::string_view leaf = {}) -> std::optional<error> {
     auto expanded = expand_home(text, in.home);
     if (!expanded) return expanded.err();
     if (expanded->empty() || expanded->front() != '/')
       return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
     auto normal = normalize_path(*expanded, "/");
     if (!normal) return normal.err();
-    path_entry e{std::move(written), std::move(*normal), has_glob(*expanded), {}};
+    path_entry e{std::move(written), std::move(*normal), builtin ? !leaf.empty() : has_glob(*expanded), {}};
     if (e.glob) {
-      e.literal_prefix = literal_prefix_of(e.normalized);
+      if (builtin) {
+        e.literal_prefix = e.normalized == "/" ? "/" : e.normalized + "/";
+        e.normalized = e.literal_prefix + std::string(leaf);
+        e.literal_prefix += literal_prefix_of(leaf);
+      } else {
+        e.literal_prefix = literal_prefix_of(e.normalized);
+      }
       if (is_denied && resolver.follows_links()) identify_matches(e);
-      list.push_back(std::move(e));
-      return std::nullopt;
+      if (!is_denied && !glob_match(e.normalized, e.normalized))
+        set.problems.push_back("allowedPaths entry '" + e.written + "' is read as a glob ('[', '*' and '?' match " +
+                               "other names): it does not allow a path of that name");
+      list.push_back(e);
+      if (!is_denied || builtin) return std::nullopt;
+      // A name may hold `[`, `*` or `?`: as a glob, `secrets[old]` matches `secretso` and not
+      // itself. A denied entry is denied as written too (both readings: fail closed); an
+      // allowed one is a glob only, which allows less.
+      e.glob = false;
+      e.literal_prefix.clear();
     }
     if (!resolver.follows_links()) {
       list.push_back(std::move(e));
@@ -459,8 +499,8 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     return std::nullopt;
   };
 
-  for (auto& [path, written] : builtin_denials(in))
-    if (auto err = add(set.denied, path, written, true)) return *err;
+  for (auto& b : builtin_denials(in))
+    if (auto err = add(set.denied, b.folder, std::move(b.written), true, true, b.leaf)) return *err;
   for (const std::string& d : in.denied)
     if (auto err = add(set.denied, d, d, true))
       return make_error(err->code, "deniedPaths entry '" + d + "': " + err->message);

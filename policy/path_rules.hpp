@@ -67,8 +67,9 @@ class path_resolver {
   virtual bool follows_links() const { return true; }
   /// The identity of what is at `resolved_abs` now, for resolvers that read the disk.
   virtual std::optional<file_id> identify(std::string_view /*resolved_abs*/) const { return std::nullopt; }
-  /// The entries that exist now and match `glob`, a normalized absolute path whose only glob
-  /// characters are in its last segment (at most `limit`), for resolvers that read the disk.
+  /// The entries that exist now and match `glob`, a glob(3) pattern (backslash escapes, see
+  /// glob3_pattern) of a normalized absolute path whose only glob characters are in its last
+  /// segment (at most `limit`), for resolvers that read the disk.
   virtual std::vector<std::string> expand(std::string_view /*glob*/, std::size_t /*limit*/) const { return {}; }
 };
 
@@ -120,8 +121,15 @@ struct path_entry {
   std::string normalized;      ///< absolute, normalized (a glob keeps its pattern characters)
   bool glob = false;
   std::string literal_prefix;  ///< for globs: the directory part before the first glob
-                               ///< character, a cheap filter before matching
+                               ///< character, compared as text; only the rest is matched as a
+                               ///< glob. A built-in's folder is taken whole, glob characters
+                               ///< and all (a project named `app[2]`).
 };
+
+/// `e` as a glob(3) pattern without GLOB_NOESCAPE: its literal part (for an entry that is no
+/// glob, all of it) with `*`, `?`, `[` and `\` escaped, the rest with `\` escaped (dhara's
+/// matcher takes a backslash literally). The sandbox and `path_resolver::expand` glob with it.
+std::string glob3_pattern(const path_entry& e);
 
 /// One node of the segment trie that indexes the entries: the node for "/home/u" has a
 /// child "proj" when an entry is at or below "/home/u/proj". Globs hang on the node of their

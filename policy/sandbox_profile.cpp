@@ -67,7 +67,8 @@ sandbox_inputs sandbox_inputs_for(const policy_snapshot& snapshot, const extensi
     if (!e.glob) in.allowed_paths.push_back(e.normalized);  // an allowed glob grants nothing here
   for (const path_entry& e : snapshot.paths.denied) {
     if (!e.glob && e.written.starts_with(extension_dir_rule)) in.read_only_paths.push_back(e.normalized);
-    else (e.glob ? in.denied_globs : in.denied_paths).push_back(e.normalized);
+    else if (e.glob) in.denied_globs.push_back(glob3_pattern(e));
+    else in.denied_paths.push_back(e.normalized);
   }
   in.extension_folder = ext.folder;
   in.interpreter = std::move(interpreter);
@@ -135,10 +136,18 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
     for (const std::string& g : granted)
       if (d != g && is_at_or_under(d, g)) p.mask.push_back(d);
   for (const std::string& d : in.denied_globs) {
-    // The folder part before the first glob character, and whether globbing stops there.
-    auto first = d.find_first_of("*?[");
-    std::string dir = parent_of(d.substr(0, first == std::string::npos ? d.size() : first) + "x");
-    bool last_segment_only = d.find('/', dir.size() + 1) == std::string::npos;
+    // The folder part before the first glob character (unescaped: glob3_pattern), and whether
+    // globbing stops there.
+    std::string literal;
+    std::size_t first = 0;
+    for (; first < d.size(); ++first) {
+      const char c = d[first];
+      if (c == '\\' && first + 1 < d.size()) literal.push_back(d[++first]);
+      else if (c == '*' || c == '?' || c == '[') break;
+      else literal.push_back(c);
+    }
+    std::string dir = parent_of(literal + "x");
+    bool last_segment_only = d.find('/', first) == std::string::npos;
     for (const std::string& g : granted) {
       if (is_at_or_under(dir, g)) {
         if (last_segment_only) p.mask_globs.push_back(d);

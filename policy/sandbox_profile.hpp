@@ -22,7 +22,7 @@ struct sandbox_inputs {
   capability_set granted;                  ///< approved, declared and not denied
   std::vector<std::string> allowed_paths;  ///< allowedPaths (plain entries, resolved)
   std::vector<std::string> denied_paths;   ///< deniedPaths with the built-ins (plain, resolved)
-  std::vector<std::string> denied_globs;   ///< glob denials: the kernel cannot mask these
+  std::vector<std::string> denied_globs;   ///< glob denials as glob(3) patterns (glob3_pattern): the kernel cannot mask these
   /// Extension folders (extensionDirs, plain and resolved): denied to tools by the broker,
   /// read-only for the kernel, since each extension runs from its own folder in there.
   std::vector<std::string> read_only_paths;
@@ -50,7 +50,8 @@ struct sandbox_profile {
   /// Read-only paths inside write grants: bound read-only by mounts (writes fail EROFS).
   std::vector<std::string> read_only;
   /// Denied globs inside granted paths whose only glob characters are in the last segment
-  /// (`<project>/.dhara/config.json*`): the launcher masks what they match when it starts.
+  /// (`<project>/.dhara/config.json*`), glob(3) patterns with backslash escapes: the launcher
+  /// masks what they match when it starts.
   std::vector<std::string> mask_globs;
   sandbox_network network;
   bool spawn = false;                ///< fork/clone and exec of system programs (process:spawn)

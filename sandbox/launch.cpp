@@ -127,7 +127,7 @@ void apply_masks(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
     glob_t g{};
-    if (::glob(pattern.c_str(), GLOB_NOSORT | GLOB_NOESCAPE, nullptr, &g) == 0)
+    if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)  // backslash escapes: policy::glob3_pattern
       for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
   }

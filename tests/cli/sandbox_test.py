@@ -134,11 +134,11 @@ class Home:
     """A HOME with ~/.ssh/id_rsa, a DHARA_HOME with the probe extension, and a project with a
     denied subfolder and a symlink pointing out of it."""
 
-    def __init__(self, approved=(), level=None, allowed=None):
+    def __init__(self, approved=(), level=None, allowed=None, project="project"):
         self.root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
         self.home = os.path.join(self.root, "home")
         self.dh = os.path.join(self.home, ".dhara")
-        self.project = os.path.join(self.root, "project")
+        self.project = os.path.join(self.root, project)
         self.ext = os.path.join(self.dh, "extensions", "probe")
         os.makedirs(os.path.join(self.home, ".ssh"))
         os.makedirs(self.ext)
@@ -252,6 +252,29 @@ def test_denied_subfolder_of_an_allowed_folder_is_masked():
                    f"list:{p}/denied": "EACCES"})
         assert open(f"{p}/denied/secret.txt").read() == "secret\n"
         assert not os.path.exists(f"{p}/denied/planted.txt")
+    finally:
+        h.close()
+
+
+def test_names_holding_glob_characters_are_masked_as_the_broker_denies_them():
+    # A project named `app[2]`: its own config is masked (the built-in glob's folder is taken
+    # literally); a deniedPaths entry `secrets[old]` masks the folder of that name.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"], project="app[2]")
+    try:
+        p = h.project
+        os.makedirs(f"{p}/.dhara")
+        h.put(f"{p}/.dhara/config.json", "{}\n")
+        os.makedirs(f"{p}/secrets[old]")
+        h.put(f"{p}/secrets[old]/key", "PRIVATE\n")
+        h.json(os.path.join(h.dh, "config.json"), {"security": {
+            "allowedPaths": [h.root], "deniedPaths": [f"{p}/secrets[old]"]}})
+        r = h.probe(f"read:{p}/file.txt", f"read:{p}/.dhara/config.json", f"write:{p}/.dhara/config.json",
+                    f"read:{p}/secrets[old]/key")
+        expect(r, {f"read:{p}/file.txt": "OK", f"read:{p}/.dhara/config.json": "EACCES",
+                   f"write:{p}/.dhara/config.json": "EROFS", f"read:{p}/secrets[old]/key": "EACCES"})
+        assert open(f"{p}/.dhara/config.json").read() == "{}\n"
     finally:
         h.close()
 

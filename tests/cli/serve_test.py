@@ -25,11 +25,11 @@ class Server(harness.RpcClient):
     """A temporary home with echo-py, fs-tool and crash installed, a project holding a.txt,
     and `dhara serve --stdio` running in it."""
 
-    def __init__(self, approve_fs=False, args=()):
+    def __init__(self, approve_fs=False, args=(), project="project"):
         self.root = tempfile.mkdtemp(prefix="dhara-serve-")
         self.home = os.path.join(self.root, "home")
         self.dh = os.path.join(self.home, ".dhara")
-        self.project = os.path.join(self.root, "project")
+        self.project = os.path.join(self.root, project)
         for name in ("echo-py", "fs-tool", "crash"):
             shutil.copytree(os.path.join(EXTENSIONS, name), os.path.join(self.dh, "extensions", name))
         os.makedirs(os.path.join(self.home, ".ssh"))
@@ -491,6 +491,35 @@ def test_host_file_operations_use_single_file_and_glob_allowed_entries():
         assert txt["error"]["code"] == -32002, txt  # not what the glob allows
         beside, _ = s.host_request("host/fs/read", {"path": os.path.join(s.root, "other.txt")})
         assert beside["error"]["code"] == -32002, beside
+    finally:
+        s.close()
+
+
+def test_names_holding_glob_characters_stay_denied():
+    """A project named `app[2]`: its own config is still refused (the built-in denial takes the
+    folder literally), and a deniedPaths entry `secrets[old]` refuses the folder of that name
+    (it used to be read as a glob only)."""
+    s = Server(project="app[2]")
+    try:
+        os.makedirs(os.path.join(s.project, ".dhara"))
+        config = os.path.join(s.project, ".dhara", "config.json")
+        with open(config, "w") as f:
+            f.write("{}\n")
+        os.makedirs(os.path.join(s.project, "secrets[old]"))
+        with open(os.path.join(s.project, "secrets[old]", "key"), "w") as f:
+            f.write("PRIVATE\n")
+        s.cli("config", "set", "security.allowedPaths", json.dumps([s.root]))
+        s.cli("config", "set", "security.deniedPaths", json.dumps([os.path.join(s.project, "secrets[old]")]))
+        s.restart_with_host_client()
+        wrote, _ = s.host_request("host/fs/write", {"path": ".dhara/config.json", "content": '{"security": {}}'})
+        assert wrote["error"]["code"] == -32002, wrote
+        assert "built-in: <project>/.dhara/config.json" in wrote["error"]["message"], wrote
+        assert open(config).read() == "{}\n"
+        read, _ = s.host_request("host/fs/read", {"path": "secrets[old]/key"})
+        assert read["error"]["code"] == -32002 and "PRIVATE" not in json.dumps(read), read
+        assert "is denied by the rule " + os.path.join(s.project, "secrets[old]") in read["error"]["message"], read
+        ok, _ = s.host_request("host/fs/read", {"path": "a.txt"})
+        assert ok["result"]["content"] == "alpha\nbeta\n", ok
     finally:
         s.close()
 

@@ -185,6 +185,60 @@ TEST_CASE("denial reasons name the rule as written", "[policy][path]") {
   CHECK(outside.reason.find("allowedPaths") != std::string::npos);
 }
 
+TEST_CASE("a denied name holding glob characters is denied as written and as a glob", "[policy][path]") {
+  // `secrets[old]` as a glob matches `secretso`, not the folder of that name: both are denied.
+  auto r = rules({"/home/u/proj"}, {"/home/u/proj/secrets[old]", "/home/u/proj/a*b"});
+  for (std::string_view p : {"/home/u/proj/secrets[old]", "/home/u/proj/secrets[old]/key", "/home/u/proj/secretso/key",
+                             "/home/u/proj/a*b", "/home/u/proj/axxb/f"}) {
+    CAPTURE(p);
+    decision d = check(r, p);
+    CHECK_FALSE(d.allowed());
+    CHECK(d.reason.find("is denied by the rule /home/u/proj/") != std::string::npos);
+  }
+  CHECK(check(r, "/home/u/proj/secrets").allowed());
+  CHECK(check(r, "/home/u/proj/secrets[old").allowed());
+  // An allowed entry is read as a glob only: it allows less, never more.
+  auto allowed = rules({"/srv/a[1]"});
+  CHECK(check(allowed, "/srv/a1/x").allowed());
+  CHECK_FALSE(check(allowed, "/srv/a[1]/x").allowed());
+  REQUIRE(allowed.problems.size() == 1);  // and says so (`dhara doctor` shows it)
+  CHECK(allowed.problems[0].find("'/srv/a[1]' is read as a glob") != std::string::npos);
+  CHECK(rules({"/srv/**", "/srv/*.md", "/srv/a?"}).problems.empty());  // these match their own text
+}
+
+TEST_CASE("built-in denials take a home or project holding glob characters literally", "[policy][path]") {
+  // Folders named `app[2]` or `*`: the built-ins' folders are no globs, only their last part is.
+  const std::string h = "/home/u[1]", dh = "/home/u[1]/.d*", proj = "/home/u[1]/app[2]";
+  path_rules_input in{{"/home/**"}, {}, h, dh, proj};
+  auto r = compile_path_rules(in, lexical_resolver{});
+  REQUIRE(r);
+  auto verdict = [&](const std::string& p) { return check_path(*r, p, proj, h, path_access::write, lexical_resolver{}); };
+  for (const std::string& p : {proj + "/.dhara/config.json", proj + "/.dhara/config.json.tmp", dh + "/config.json",
+                               dh + "/permissions.json", dh + "/audit.jsonl", dh + "/logs/x.log", h + "/.ssh/id_rsa"}) {
+    CAPTURE(p);
+    decision d = verdict(p);
+    CHECK_FALSE(d.allowed());
+    CHECK(d.matched_rule.starts_with("built-in: "));
+  }
+  // What the built-ins would match if their folders were globs stays allowed.
+  for (const std::string& p : {std::string("/home/u1/app2/.dhara/config.json"), proj + "/.dhara/other.json",
+                               h + "/.dxyz/config.json", h + "/.sshx"}) {
+    CAPTURE(p);
+    CHECK(verdict(p).allowed());
+  }
+  // The sandbox and glob(3) get the folder escaped and the glob as it is.
+  bool found = false;
+  for (const path_entry& e : r->denied)
+    if (e.written == "built-in: <project>/.dhara/config.json") {
+      found = true;
+      CHECK(e.glob);
+      CHECK(glob3_pattern(e) == "/home/u\\[1]/app\\[2]/.dhara/config.json*");
+    }
+  CHECK(found);
+  path_entry plain{"x", "/a\\b[c]*", false, {}};
+  CHECK(glob3_pattern(plain) == "/a\\\\b\\[c]\\*");
+}
+
 TEST_CASE("a denied entry that cannot be understood fails compilation", "[policy][path]") {
   path_rules_input in{{"/p"}, {"relative/deny"}, home, "/d", "/p"};
   auto r = compile_path_rules(in, lexical_resolver{});

@@ -96,6 +96,16 @@ TEST_CASE("denied globs: last-segment globs are masked at launch, others are nam
   CHECK(p.unenforced[1].find("/home/**/id_*") != std::string::npos);
 }
 
+TEST_CASE("denied globs are glob(3) patterns: an escaped folder is taken literally", "[policy][sandbox]") {
+  sandbox_inputs in = base_inputs({capability::filesystem_write});
+  in.allowed_paths = {"/home/u/app[2]", "/home/u/proj"};
+  // The project `app[2]`'s config (glob3_pattern escapes the folder), and a folder named `pro*`.
+  in.denied_globs = {"/home/u/app\\[2]/.dhara/config.json*", "/home/u/pro\\*/x/*.key"};
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK(p.mask_globs == std::vector<std::string>{"/home/u/app\\[2]/.dhara/config.json*"});
+  CHECK(p.unenforced.empty());  // `pro*` is neither in `proj` nor above it
+}
+
 TEST_CASE("capabilities map to network and spawn as DESIGN §9 says", "[policy][sandbox]") {
   struct row {
     capability cap;
