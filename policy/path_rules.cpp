@@ -282,7 +282,7 @@ decision deny(std::string reason, std::string_view rule = {}) {
 }
 
 // A built-in denial: `folder` is taken literally (a home or project named `app[2]` is no glob),
-// `leaf` (may be empty) is a glob beneath it.
+// `leaf` (empty, or holding a glob character) is a glob beneath it.
 struct builtin_denial {
   std::string folder;
   std::string leaf;
@@ -302,8 +302,9 @@ std::vector<builtin_denial> builtin_denials(const path_rules_input& in) {
   }
   if (!in.dhara_home.empty()) {
     // dhara's own state: an extension must never read or edit approvals or the audit.
-    for (const char* f : {"config.json*", "permissions.json*", "audit*", "logs"})
+    for (const char* f : {"config.json*", "permissions.json*", "audit*"})
       out.push_back({in.dhara_home, f, std::string("built-in: $DHARA_HOME/") + f});
+    out.push_back({in.dhara_home + "/logs", "", "built-in: $DHARA_HOME/logs"});  // plain: resolved, dropped from grants
   }
   if (!in.project_root.empty())
     out.push_back({in.project_root + "/.dhara", "config.json*", "built-in: <project>/.dhara/config.json"});
@@ -449,7 +450,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
     auto normal = normalize_path(*expanded, "/");
     if (!normal) return normal.err();
-    path_entry e{std::move(written), std::move(*normal), builtin ? !leaf.empty() : has_glob(*expanded), {}};
+    path_entry e{std::move(written), std::move(*normal), builtin ? has_glob(leaf) : has_glob(*expanded), {}};
     if (e.glob) {
       if (builtin) {
         e.literal_prefix = e.normalized == "/" ? "/" : e.normalized + "/";
@@ -466,7 +467,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       if (!is_denied || builtin) return std::nullopt;
       // A name may hold `[`, `*` or `?`: as a glob, `secrets[old]` matches `secretso` and not
       // itself. A denied entry is denied as written too (both readings: fail closed); an
-      // allowed one is a glob only, which allows less.
+      // allowed one is a glob only (it allows what matches, not the name: doctor says so).
       e.glob = false;
       e.literal_prefix.clear();
     }

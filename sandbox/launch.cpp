@@ -127,7 +127,9 @@ void apply_masks(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
     glob_t g{};
-    if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)  // backslash escapes: policy::glob3_pattern
+    // Backslash escapes: policy::glob3_pattern. GLOB_PERIOD: dhara's matcher lets `*` match a
+    // leading dot, so `*.env` must mask `.env` too.
+    if (::glob(pattern.c_str(), GLOB_NOSORT | GLOB_PERIOD, nullptr, &g) == 0)
       for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
   }

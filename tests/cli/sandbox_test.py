@@ -269,11 +269,13 @@ def test_names_holding_glob_characters_are_masked_as_the_broker_denies_them():
         os.makedirs(f"{p}/secrets[old]")
         h.put(f"{p}/secrets[old]/key", "PRIVATE\n")
         h.json(os.path.join(h.dh, "config.json"), {"security": {
-            "allowedPaths": [h.root], "deniedPaths": [f"{p}/secrets[old]"]}})
+            "allowedPaths": [h.root], "deniedPaths": [f"{p}/secrets[old]", f"{h.root}/*.env"]}})
+        h.put(f"{h.root}/.env", "TOKEN\n")  # `*` matches a leading dot for the broker, so for the masks too
         r = h.probe(f"read:{p}/file.txt", f"read:{p}/.dhara/config.json", f"write:{p}/.dhara/config.json",
-                    f"read:{p}/secrets[old]/key")
+                    f"read:{p}/secrets[old]/key", f"read:{h.root}/.env")
         expect(r, {f"read:{p}/file.txt": "OK", f"read:{p}/.dhara/config.json": "EACCES",
-                   f"write:{p}/.dhara/config.json": "EROFS", f"read:{p}/secrets[old]/key": "EACCES"})
+                   f"write:{p}/.dhara/config.json": "EROFS", f"read:{p}/secrets[old]/key": "EACCES",
+                   f"read:{h.root}/.env": "EACCES"})
         assert open(f"{p}/.dhara/config.json").read() == "{}\n"
     finally:
         h.close()

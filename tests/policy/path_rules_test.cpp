@@ -197,7 +197,7 @@ TEST_CASE("a denied name holding glob characters is denied as written and as a g
   }
   CHECK(check(r, "/home/u/proj/secrets").allowed());
   CHECK(check(r, "/home/u/proj/secrets[old").allowed());
-  // An allowed entry is read as a glob only: it allows less, never more.
+  // An allowed entry is read as a glob only: what matches, not the name.
   auto allowed = rules({"/srv/a[1]"});
   CHECK(check(allowed, "/srv/a1/x").allowed());
   CHECK_FALSE(check(allowed, "/srv/a[1]/x").allowed());
@@ -235,6 +235,16 @@ TEST_CASE("built-in denials take a home or project holding glob characters liter
       CHECK(glob3_pattern(e) == "/home/u\\[1]/app\\[2]/.dhara/config.json*");
     }
   CHECK(found);
+  // A built-in without a glob character stays a plain entry (resolved; the sandbox drops grants
+  // beneath it).
+  bool logs = false;
+  for (const path_entry& e : r->denied)
+    if (e.written == "built-in: $DHARA_HOME/logs") {
+      logs = true;
+      CHECK_FALSE(e.glob);
+      CHECK(e.normalized == dh + "/logs");
+    }
+  CHECK(logs);
   path_entry plain{"x", "/a\\b[c]*", false, {}};
   CHECK(glob3_pattern(plain) == "/a\\\\b\\[c]\\*");
 }
