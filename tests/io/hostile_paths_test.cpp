@@ -486,6 +486,26 @@ TEST_CASE("hostile tree: dhara's own files matched by a denied glob are refused 
   }
 }
 
+TEST_CASE("hostile tree: dhara's own files in folders named with glob characters are known by identity", "[io][hostile][path]") {
+  // The built-in globs' folders are taken literally, and glob(3) gets them escaped: a home and a
+  // project named `h[1]` and `app[2]` still have their state files identified (so a rename of
+  // the folder does not free them), and an `h1` or `app2` beside them is not mistaken for them.
+  temp_tree t;
+  for (const char* dir : {"h[1]/.dhara", "h1/.dhara", "app[2]/.dhara", "app2/.dhara"}) {
+    fs::create_directories(t / dir);
+    put(t / (std::string(dir) + "/config.json"), "{}\n");
+  }
+  io::real_path_resolver resolver;
+  policy::path_rules_input in{{t / "app[2]"}, {}, t / "h[1]", t / "h[1]/.dhara", t / "app[2]"};
+  auto rules = policy::compile_path_rules(in, resolver);
+  REQUIRE(rules);
+  const std::vector<policy::file_id>& ids = *rules->denied_ids;
+  CHECK(has_id(ids, id_at(t / "h[1]/.dhara/config.json")));
+  CHECK(has_id(ids, id_at(t / "app[2]/.dhara/config.json")));
+  CHECK_FALSE(has_id(ids, id_at(t / "h1/.dhara/config.json")));
+  CHECK_FALSE(has_id(ids, id_at(t / "app2/.dhara/config.json")));
+}
+
 // A project may list any number of denied paths; what is held open stays bounded, and what is
 // past the bound is kept by number for the rest of the session.
 TEST_CASE("hostile tree: many denied entries hold a bounded number of descriptors and lose none", "[io][hostile][path]") {
