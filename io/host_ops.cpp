@@ -285,8 +285,10 @@ policy::error folder_refusal(int err, const std::string& folder) {
 
 policy::result<opened_root> open_root(const std::string& root, const std::string& path_abs, std::uint64_t flags) {
   std::string folder = root;
-  if (policy::has_glob(root)) {
-    const std::size_t slash = root.rfind('/', root.find_first_of("*?["));
+  // A glob's folder, or a wider one when a name holds a glob character (an escaped `app\[2]`
+  // is the plain root `app[2]`): any folder the checked path lies beneath will do.
+  if (const std::size_t g = root.find_first_of("*?["); g != std::string::npos) {
+    const std::size_t slash = root.rfind('/', g);
     folder = slash == 0 || slash == std::string::npos ? "/" : root.substr(0, slash);
   }
   auto rel = relative_to_root(folder, path_abs);

@@ -36,6 +36,12 @@ void push_segments(std::string_view p, std::string& out) {
 
 bool is_glob_char(char c) { return c == '*' || c == '?' || c == '['; }
 
+// One character of a bracket class at `j`, moving past it; a backslash escapes the next one.
+unsigned char class_char(std::string_view pat, std::size_t& j) {
+  if (pat[j] == '\\' && j + 1 < pat.size()) ++j;
+  return static_cast<unsigned char>(pat[j++]);
+}
+
 // Matches one path segment against one pattern segment (`*`, `?`, `[...]`), with the
 // classic single-star backtracking: linear in practice, no recursion.
 bool match_class(std::string_view pat, std::size_t& pi, char c) {
@@ -48,16 +54,16 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   }
   bool matched = false;
   bool first = true;
+  const auto u = static_cast<unsigned char>(c);  // ranges by byte value, as glibc's are in the C locale
   while (j < pat.size() && (first || pat[j] != ']')) {
     first = false;
-    char lo = pat[j];
-    if (j + 2 < pat.size() && pat[j + 1] == '-' && pat[j + 2] != ']') {
-      char hi = pat[j + 2];
-      if (lo <= c && c <= hi) matched = true;
-      j += 3;
-    } else {
-      if (lo == c) matched = true;
+    const unsigned char lo = class_char(pat, j);
+    if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') {
       ++j;
+      const unsigned char hi = class_char(pat, j);
+      if (lo <= u && u <= hi) matched = true;
+    } else if (lo == u) {
+      matched = true;
     }
   }
   if (j >= pat.size()) {  // no closing bracket: treat '[' as a literal character
@@ -86,6 +92,9 @@ bool match_segment(std::string_view pat, std::string_view seg) {
         next = pi + 1;
       } else if (pat[pi] == '[') {
         ok = match_class(pat, next, seg[si]);
+      } else if (pat[pi] == '\\' && pi + 1 < pat.size()) {
+        ok = pat[pi + 1] == seg[si];
+        next = pi + 2;
       } else {
         ok = pat[pi] == seg[si];
         next = pi + 1;
@@ -367,10 +376,49 @@ bool is_at_or_under(std::string_view path, std::string_view dir) {
   return path.size() == dir.size() || path[dir.size()] == '/';
 }
 
-bool has_glob(std::string_view text) {
-  for (char c : text)
-    if (is_glob_char(c)) return true;
-  return false;
+// A backslash takes the next character as itself (as glob(3) does): `app\[2]` is the name
+// `app[2]`.
+std::size_t first_glob_char(std::string_view p) {
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '\\')
+      ++i;
+    else if (is_glob_char(p[i]))
+      return i;
+  }
+  return std::string_view::npos;
+}
+
+bool has_glob(std::string_view text) { return first_glob_char(text) != std::string_view::npos; }
+
+bool has_glob_syntax(std::string_view text) { return text.find_first_of("*?[\\") != std::string_view::npos; }
+
+std::string escape_glob(std::string_view literal) {
+  std::string out;
+  out.reserve(literal.size() + 4);
+  for (char c : literal) {
+    if (c == '\\' || is_glob_char(c)) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string unescape_glob(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size());
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size()) ++i;
+    out.push_back(pattern[i]);
+  }
+  return out;
+}
+
+std::string glob_literal_folder(std::string_view pattern) {
+  const std::size_t g = first_glob_char(pattern);
+  const std::size_t slash = g == std::string_view::npos ? pattern.size() : pattern.rfind('/', g);
+  if (slash == 0 || slash == std::string_view::npos) return "/";
+  // Unescaped, then normalized again: `\.\.` is the name `..` once read.
+  auto folder = normalize_path(unescape_glob(pattern.substr(0, slash)), "/");
+  return folder ? std::move(*folder) : std::string();
 }
 
 bool glob_match(std::string_view pattern, std::string_view path) {
@@ -387,7 +435,7 @@ std::string glob3_pattern(const path_entry& e) {
   const std::size_t literal = e.glob ? e.literal_prefix.size() : e.normalized.size();
   for (std::size_t i = 0; i < e.normalized.size(); ++i) {
     const char c = e.normalized[i];
-    if (c == '\\' || (i < literal && is_glob_char(c))) out.push_back('\\');
+    if (i < literal && (c == '\\' || is_glob_char(c))) out.push_back('\\');  // the rest keeps its escapes
     out.push_back(c);
   }
   return out;
@@ -400,22 +448,22 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   std::optional<std::string> confine_root;
   std::vector<std::string> confine_within;
   std::vector<std::string> confine_globs;
-  auto resolved_bound = [&](const std::string& b) -> std::optional<std::string> {
-    auto expanded = expand_home(b, in.home);
-    if (!expanded || has_glob(*expanded)) return std::nullopt;
-    auto normal = normalize_path(*expanded, "/");
-    if (!normal) return std::nullopt;
+  // `name` is a name (the project root), not a pattern.
+  auto resolved_bound = [&](std::string_view name) -> std::optional<std::string> {
+    auto normal = normalize_path(name, "/");
+    if (!normal || !name.starts_with('/')) return std::nullopt;
     auto r = resolver.resolve(*normal);
     if (!r) return std::nullopt;
     return std::move(*r);
   };
   if (!in.confine_root.empty() && resolver.follows_links()) {
     confine_root = resolved_bound(in.confine_root);
-    for (const std::string& w : in.confine_within) {
+    for (const std::string& w : in.confine_within) {  // allowedPaths entries: patterns
       auto expanded = expand_home(w, in.home);
-      if (expanded && has_glob(*expanded)) {
+      if (!expanded) continue;
+      if (has_glob(*expanded)) {
         if (auto g = normalize_path(*expanded, "/")) confine_globs.push_back(std::move(*g));  // matched as written
-      } else if (auto r = resolved_bound(w)) {
+      } else if (auto r = resolved_bound(unescape_glob(*expanded))) {
         confine_within.push_back(std::move(*r));
       }
     }
@@ -441,51 +489,23 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       set.denied_targets.push_back(std::move(*resolved));
     }
   };
-  // With `builtin`, `text` is taken literally and `leaf` is a glob beneath it (none if empty).
-  auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written, bool is_denied,
-                 bool builtin = false, std::string_view leaf = {}) -> std::optional<error> {
-    auto expanded = expand_home(text, in.home);
-    if (!expanded) return expanded.err();
-    if (expanded->empty() || expanded->front() != '/')
-      return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
-    auto normal = normalize_path(*expanded, "/");
-    if (!normal) return normal.err();
-    path_entry e{std::move(written), std::move(*normal), builtin ? has_glob(leaf) : has_glob(*expanded), {}};
-    if (e.glob) {
-      if (builtin) {
-        e.literal_prefix = e.normalized == "/" ? "/" : e.normalized + "/";
-        e.normalized = e.literal_prefix + std::string(leaf);
-        e.literal_prefix += literal_prefix_of(leaf);
-      } else {
-        e.literal_prefix = literal_prefix_of(e.normalized);
-      }
-      if (is_denied && resolver.follows_links()) identify_matches(e);
-      if (!is_denied && !glob_match(e.normalized, e.normalized))
-        set.problems.push_back("allowedPaths entry '" + e.written + "' is read as a glob ('[', '*' and '?' match " +
-                               "other names): it does not allow a path of that name");
-      list.push_back(e);
-      if (!is_denied || builtin) return std::nullopt;
-      // A name may hold `[`, `*` or `?`: as a glob, `secrets[old]` matches `secretso` and not
-      // itself. A denied entry is denied as written too (both readings: fail closed); an
-      // allowed one is a glob only (it allows what matches, not the name: doctor says so).
-      e.glob = false;
-      e.literal_prefix.clear();
-    }
+  // A plain entry: resolved, confined, and denied by identity too.
+  auto add_plain = [&](std::vector<path_entry>& list, path_entry e, bool is_denied) {
     if (!resolver.follows_links()) {
       list.push_back(std::move(e));
-      return std::nullopt;
+      return;
     }
     auto resolved = resolver.resolve(e.normalized);
     if (!resolved) {
       // Denied: keep the lexical form (still denied). Allowed: drop it (less is allowed).
       set.problems.push_back("cannot resolve '" + e.written + "': " + resolved.err().message);
       if (is_denied) list.push_back(std::move(e));
-      return std::nullopt;
+      return;
     }
     if (!is_denied && !in.confine_root.empty() && !confined(*resolved)) {
       set.problems.push_back("allowedPaths entry '" + e.written + "' ignored: it resolves to '" + *resolved +
                              "', outside the project or the allowed paths it may narrow");
-      return std::nullopt;  // less is allowed
+      return;  // less is allowed
     }
     if (is_denied) {
       if (auto id = resolver.identify(*resolved)) denied_ids.push_back(*id);
@@ -497,6 +517,83 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     }
     e.normalized = std::move(*resolved);
     list.push_back(std::move(e));  // allowed entries count only in their resolved form
+  };
+  // A glob entry: denied ones are known by identity too; an allowed glob that does not match
+  // its own name is a problem doctor shows.
+  auto add_glob = [&](std::vector<path_entry>& list, path_entry e, bool is_denied) {
+    if (is_denied && resolver.follows_links()) identify_matches(e);
+    const std::size_t from = e.literal_prefix.size() - 1;  // the rest, from the folder's last slash
+    const std::string_view rest = std::string_view(e.normalized).substr(from);
+    if (!is_denied && !glob_match(rest, unescape_glob(rest)))
+      set.problems.push_back("allowedPaths entry '" + e.written + "' is read as a glob ('[', '*' and '?' match " +
+                             "other names; write '\\[', '\\*' or '\\?' for the character itself): it does not " +
+                             "allow a path of that name");
+    list.push_back(std::move(e));
+  };
+  // `pattern` (normalized) read into `e`: the folder before the first glob character is a name
+  // (unescaped, compared as text), the rest stays a pattern. False if the folder is unusable.
+  auto read_pattern = [](path_entry& e, const std::string& pattern) {
+    std::string folder = glob_literal_folder(pattern);
+    if (folder.empty()) return false;
+    const std::size_t g = first_glob_char(pattern);
+    e.glob = g != std::string::npos;
+    if (!e.glob) {
+      e.normalized = std::move(folder);
+      return true;
+    }
+    e.literal_prefix = folder == "/" ? "/" : folder + "/";
+    e.normalized = e.literal_prefix + pattern.substr(pattern.rfind('/', g) + 1);
+    return true;
+  };
+  // With `builtin`, `text` is taken literally and `leaf` is a glob beneath it (none if empty).
+  // A user's entry is a pattern: `*`, `?` and `[` are glob characters, and a backslash takes
+  // the next character as itself (`app\[2]` names the folder `app[2]`).
+  auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written, bool is_denied,
+                 bool builtin = false, std::string_view leaf = {}) -> std::optional<error> {
+    auto expanded = expand_home(text, in.home);
+    if (!expanded) return expanded.err();
+    if (expanded->empty() || expanded->front() != '/')
+      return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
+    auto normal = normalize_path(*expanded, "/");
+    if (!normal) return normal.err();
+    path_entry e{std::move(written), std::move(*normal), false, {}};
+    if (builtin) {
+      if (has_glob(leaf)) {
+        e.glob = true;
+        e.literal_prefix = e.normalized == "/" ? "/" : e.normalized + "/";
+        e.normalized = e.literal_prefix + std::string(leaf);
+        e.literal_prefix += literal_prefix_of(leaf);
+        add_glob(list, std::move(e), is_denied);
+      } else {
+        add_plain(list, std::move(e), is_denied);
+      }
+      return std::nullopt;
+    }
+    if (!has_glob_syntax(e.normalized)) {
+      add_plain(list, std::move(e), is_denied);
+      return std::nullopt;
+    }
+    const std::string raw = e.normalized;
+    if (!read_pattern(e, raw)) return make_error(errc::invalid_path, "'" + std::string(text) + "' is not a usable path");
+    path_entry as_written{e.written, raw, false, {}};
+    if (e.glob)
+      add_glob(list, std::move(e), is_denied);
+    else
+      add_plain(list, std::move(e), is_denied);
+    if (!is_denied) return std::nullopt;  // allowed: the pattern only (doctor names an odd one)
+    // Denied: every other reading too (fail closed). As a glob, `secrets[old]` matches
+    // `secretso`, not itself; `a\b` names `ab`. So the name as written is denied, and, when a
+    // backslash is there, the glob that takes it as a character (`back\slash*`).
+    if (raw.find('\\') != std::string::npos && raw.find_first_of("*?[") != std::string::npos) {
+      path_entry no_escapes = as_written;
+      std::string doubled;
+      for (char c : raw) {
+        if (c == '\\') doubled.push_back('\\');
+        doubled.push_back(c);
+      }
+      if (read_pattern(no_escapes, doubled) && no_escapes.glob) add_glob(list, std::move(no_escapes), true);
+    }
+    add_plain(list, std::move(as_written), true);
     return std::nullopt;
   };
 

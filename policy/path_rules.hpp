@@ -39,11 +39,30 @@ bool has_dotdot_segment(std::string_view p);
 /// Both must be normalized absolute paths.
 bool is_at_or_under(std::string_view path, std::string_view dir);
 
-/// True when `text` holds a glob character (`*`, `?`, `[`).
+/// True when `text` holds a glob character (`*`, `?`, `[`) that no backslash escapes. In path
+/// rules and audit patterns a backslash takes the next character as itself, as in glob(3):
+/// `app\[2]` names the folder `app[2]`.
 bool has_glob(std::string_view text);
 
+/// The index of the first glob character no backslash escapes, or npos.
+std::size_t first_glob_char(std::string_view text);
+
+/// True when `text` holds a glob character or a backslash: it reads differently as a pattern.
+bool has_glob_syntax(std::string_view text);
+
+/// `literal` as a pattern that matches only itself (`*`, `?`, `[` and `\` escaped).
+std::string escape_glob(std::string_view literal);
+
+/// The name a pattern's escapes spell (each backslash dropped, the character after it kept).
+std::string unescape_glob(std::string_view pattern);
+
+/// The folder of an absolute pattern before its first glob character, unescaped and normalized
+/// again (the whole path when there is no glob character); empty when it cannot be normalized.
+std::string glob_literal_folder(std::string_view pattern);
+
 /// Matches a normalized path against a glob: `**` spans any number of whole segments
-/// (including none), `*` and `?` stay within one segment, `[abc]`/`[a-z]`/`[!x]` classes.
+/// (including none), `*` and `?` stay within one segment, `[abc]`/`[a-z]`/`[!x]` classes,
+/// `\x` the character x itself.
 bool glob_match(std::string_view pattern, std::string_view path);
 
 /// True when the glob matches `path` or one of its ancestors (the "at or under" of globs).
@@ -121,14 +140,14 @@ struct path_entry {
   std::string normalized;      ///< absolute, normalized (a glob keeps its pattern characters)
   bool glob = false;
   std::string literal_prefix;  ///< for globs: the directory part before the first glob
-                               ///< character, compared as text; only the rest is matched as a
-                               ///< glob. A built-in's folder is taken whole, glob characters
-                               ///< and all (a project named `app[2]`).
+                               ///< character, unescaped and compared as text; only the rest is
+                               ///< matched as a glob. A built-in's folder is taken whole, glob
+                               ///< characters and all (a project named `app[2]`).
 };
 
 /// `e` as a glob(3) pattern without GLOB_NOESCAPE: its literal part (for an entry that is no
-/// glob, all of it) with `*`, `?`, `[` and `\` escaped, the rest with `\` escaped (dhara's
-/// matcher takes a backslash literally). The sandbox and `path_resolver::expand` glob with it.
+/// glob, all of it) with `*`, `?`, `[` and `\` escaped, the rest as it is (its escapes mean
+/// the same to glob(3)). The sandbox and `path_resolver::expand` glob with it.
 std::string glob3_pattern(const path_entry& e);
 
 /// One node of the segment trie that indexes the entries: the node for "/home/u" has a

@@ -136,18 +136,11 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
     for (const std::string& g : granted)
       if (d != g && is_at_or_under(d, g)) p.mask.push_back(d);
   for (const std::string& d : in.denied_globs) {
-    // The folder part before the first glob character (unescaped: glob3_pattern), and whether
+    // The folder before the first glob character (unescaped: glob3_pattern), and whether
     // globbing stops there.
-    std::string literal;
-    std::size_t first = 0;
-    for (; first < d.size(); ++first) {
-      const char c = d[first];
-      if (c == '\\' && first + 1 < d.size()) literal.push_back(d[++first]);
-      else if (c == '*' || c == '?' || c == '[') break;
-      else literal.push_back(c);
-    }
-    std::string dir = parent_of(literal + "x");
-    bool last_segment_only = d.find('/', first) == std::string::npos;
+    const std::string dir = glob_literal_folder(d);
+    const std::size_t first = first_glob_char(d);
+    const bool last_segment_only = first == std::string::npos || d.find('/', first) == std::string::npos;
     for (const std::string& g : granted) {
       if (is_at_or_under(dir, g)) {
         if (last_segment_only) p.mask_globs.push_back(d);

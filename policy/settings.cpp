@@ -346,7 +346,7 @@ class layer_parser {
   void warn_glob_projects() {
     const auto& list = *out_.layer.trusted_projects;
     for (std::size_t i = 0; i < list.size(); ++i)
-      if (has_glob(list[i]))
+      if (list[i].find_first_of("*?[") != std::string::npos)
         out_.warnings.push_back(file_ + ": security.trustedProjects[" + std::to_string(i) + "] " +
                                 quote(list[i]) +
                                 " holds a glob character, but trusted projects are matched exactly, "
@@ -398,27 +398,15 @@ bool is_subset(const std::vector<std::string>& part, const std::vector<std::stri
   });
 }
 
-// The directory a glob can never leave: its segments before the first one holding a glob
-// character ("/p/src/*/x" → "/p/src"). A literal path is its own prefix.
-std::string_view literal_dir(std::string_view normalized) {
-  std::size_t first = 0;
-  while (first < normalized.size() && normalized[first] != '*' && normalized[first] != '?' &&
-         normalized[first] != '[')
-    ++first;
-  if (first == normalized.size()) return normalized;
-  std::size_t slash = normalized.rfind('/', first);
-  if (slash == 0 || slash == std::string_view::npos) return "/";
-  return normalized.substr(0, slash);
-}
-
 class merger {
  public:
   explicit merger(const merge_context& ctx) : ctx_(ctx) {
     auto root = normalize_path(ctx.project_root, "/");
     if (root && ctx.project_root.starts_with('/')) root_ = std::move(*root);
     // Fail closed: without a usable root nothing is allowed by default and nothing is trusted.
+    // The root is a name, allowedPaths entries are patterns: `app[2]` is allowed as `app\[2]`.
     if (!root_.empty())
-      out_.effective.allowed_paths = {root_};
+      out_.effective.allowed_paths = {escape_glob(root_)};
     else
       out_.warnings.push_back("settings: the project root " + quote(ctx.project_root) +
                               " is not an absolute path, so no path is allowed by default");
@@ -488,15 +476,16 @@ class merger {
     warn(layer_kind::project, "ignored " + what + " (" + std::string(why) + how_to_trust() + ")");
   }
 
-  // `~` expanded, project-relative entries anchored at the project root, then normalized.
-  result<std::string> absolute(std::string_view written, layer_kind kind) const {
+  // `~` expanded, project-relative entries anchored at the project root, then normalized. A
+  // `pattern` (an allowedPaths or deniedPaths entry) is anchored at the root's escaped form.
+  result<std::string> absolute(std::string_view written, layer_kind kind, bool pattern = false) const {
     auto expanded = expand_home(written, ctx_.home);
     if (!expanded) return expanded.err();
     if (!expanded->starts_with('/')) {
       if (kind != layer_kind::project)
         return make_error(errc::invalid_value, "a relative path is only allowed in a project file");
       if (root_.empty()) return make_error(errc::invalid_value, "the project root is not absolute");
-      return normalize_path(*expanded, root_);
+      return normalize_path(*expanded, pattern ? escape_glob(root_) : root_);
     }
     return normalize_path(*expanded, "/");
   }
@@ -507,8 +496,9 @@ class merger {
                                          std::string_view key, bool keep_bad) {
     std::vector<std::string> out;
     out.reserve(list.size());
+    const bool pattern = key == "security.allowedPaths" || key == "security.deniedPaths";
     for (const std::string& w : list) {
-      auto a = absolute(w, kind);
+      auto a = absolute(w, kind, pattern);
       if (a) {
         out.push_back(std::move(*a));
       } else if (keep_bad) {
@@ -670,11 +660,11 @@ class merger {
   // An entry of an untrusted project narrows the allowed paths only when everything it can
   // match lies inside the project and inside an entry already allowed.
   bool narrows(std::string_view entry) const {
-    if (root_.empty() || has_glob(root_)) return false;  // a glob root could not anchor anything
-    std::string_view dir = literal_dir(entry);
-    if (!is_at_or_under(dir, root_)) return false;
+    if (root_.empty()) return false;
+    const std::string dir = glob_literal_folder(entry);  // a name: the root is one too
+    if (dir.empty() || !is_at_or_under(dir, root_)) return false;
     for (const std::string& a : out_.effective.allowed_paths) {
-      if (has_glob(a) ? glob_match_at_or_under(a, dir) : is_at_or_under(dir, a)) return true;
+      if (has_glob(a) ? glob_match_at_or_under(a, dir) : is_at_or_under(dir, unescape_glob(a))) return true;
     }
     return false;
   }
@@ -682,7 +672,7 @@ class merger {
   void narrow_allowed(const std::vector<std::string>& written) {
     std::vector<std::string> accepted;
     for (const std::string& w : written) {
-      auto a = absolute(w, layer_kind::project);
+      auto a = absolute(w, layer_kind::project, true);
       if (!a) {
         warn(layer_kind::project, "security.allowedPaths entry " + quote(w) + " is ignored: " + a.err().message);
         continue;

@@ -281,6 +281,24 @@ def test_names_holding_glob_characters_are_masked_as_the_broker_denies_them():
         h.close()
 
 
+def test_a_project_named_with_glob_characters_is_granted_by_name():
+    # The default allowedPaths entry is the project root escaped (`app\\[2]`): the kernel grants
+    # the folder `app[2]` (read as a glob, the root granted nothing), and not its sibling `app2`.
+    if not need("Landlock", ABI >= 1):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"], project="app[2]")
+    try:
+        p = h.project
+        os.makedirs(f"{h.root}/app2")
+        h.put(f"{h.root}/app2/x.txt", "SIBLING\n")
+        r = h.probe(f"read:{p}/file.txt", f"write:{p}/new.txt", f"read:{h.root}/app2/x.txt",
+                    f"read:{p}/denied/secret.txt")
+        expect(r, {f"read:{p}/file.txt": "OK", f"write:{p}/new.txt": "OK", f"read:{h.root}/app2/x.txt": "EACCES",
+                   f"read:{p}/denied/secret.txt": "EACCES"})
+    finally:
+        h.close()
+
+
 def test_installed_extensions_are_read_only_inside_a_writable_home():
     # allowedPaths ["~"] with filesystem:write covers $DHARA_HOME/extensions: an extension
     # must still not rewrite another extension or its own manifest (it would run changed code

@@ -49,7 +49,8 @@ class Server(harness.RpcClient):
     def restart_with_host_client(self):
         """Installs host-client (it makes host API requests) and starts the server again, which
         reads its config anew; then initializes it."""
-        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(self.dh, "extensions", "host-client"))
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(self.dh, "extensions", "host-client"),
+                        dirs_exist_ok=True)
         self.proc.kill()
         self.proc.wait()
         self.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=self.project, env=self.env,
@@ -520,6 +521,43 @@ def test_names_holding_glob_characters_stay_denied():
         assert "is denied by the rule " + os.path.join(s.project, "secrets[old]") in read["error"]["message"], read
         ok, _ = s.host_request("host/fs/read", {"path": "a.txt"})
         assert ok["result"]["content"] == "alpha\nbeta\n", ok
+    finally:
+        s.close()
+
+
+def test_a_project_named_with_glob_characters_is_allowed_by_name():
+    """The default allowedPaths entry is the project root escaped (`app\\[2]`): a project named
+    `app[2]` is allowed, its sibling `app2` is not (read as a glob, the root allowed `app2` and
+    nothing of the project), and a project file's relative entry narrows inside it."""
+    s = Server(project="app[2]")
+    try:
+        sibling = os.path.join(s.root, "app2")
+        os.makedirs(sibling)
+        with open(os.path.join(sibling, "x.txt"), "w") as f:
+            f.write("SIBLING\n")
+        os.makedirs(os.path.join(s.project, "src"))
+        with open(os.path.join(s.project, "src", "f.txt"), "w") as f:
+            f.write("source\n")
+        assert json.loads(s.cli("config", "get", "security.allowedPaths")) == [s.project.replace("[", "\\[")]
+        s.restart_with_host_client()
+        ok, _ = s.host_request("host/fs/read", {"path": "a.txt"})
+        assert ok["result"]["content"] == "alpha\nbeta\n", ok
+        wrote, _ = s.host_request("host/fs/write", {"path": "src/new.txt", "content": "new\n"})
+        assert "error" not in wrote, wrote
+        assert open(os.path.join(s.project, "src", "new.txt")).read() == "new\n"
+        far, _ = s.host_request("host/fs/read", {"path": os.path.join(sibling, "x.txt")})
+        assert far["error"]["code"] == -32002 and "SIBLING" not in json.dumps(far), far
+        assert "outside the allowed paths" in far["error"]["message"], far
+        os.makedirs(os.path.join(s.project, ".dhara"))
+        with open(os.path.join(s.project, ".dhara", "config.json"), "w") as f:
+            json.dump({"security": {"allowedPaths": ["src"]}}, f)
+        assert json.loads(s.cli("config", "get", "security.allowedPaths")) == [
+            s.project.replace("[", "\\[") + "/src"]
+        s.restart_with_host_client()
+        inside, _ = s.host_request("host/fs/read", {"path": "src/f.txt"})
+        assert inside["result"]["content"] == "source\n", inside
+        narrowed, _ = s.host_request("host/fs/read", {"path": "a.txt"})
+        assert narrowed["error"]["code"] == -32002 and "outside the allowed paths" in narrowed["error"]["message"], narrowed
     finally:
         s.close()
 

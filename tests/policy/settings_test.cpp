@@ -568,6 +568,32 @@ TEST_CASE("an untrusted project's allowedPaths keep only entries inside the proj
   }
 }
 
+TEST_CASE("a project named with glob characters is allowed by name: allowedPaths entries are patterns",
+          "[policy][settings]") {
+  // A path rule is a pattern; the project root is a name, so it is written escaped.
+  const merge_context odd{"/home/u", "/home/u/.dhara", "/home/u/app[2]*"};
+  auto m = merge_settings(settings_layer{}, nullptr, nullptr, odd);
+  CHECK(m.effective.allowed_paths == std::vector<std::string>{"/home/u/app\\[2]\\*"});
+  // Relative entries of its project file are anchored at the escaped root, and they narrow.
+  auto p = layer_of(R"({"security": {"allowedPaths": ["src", "lib/*.ts", "/home/u/app2"],
+                                     "deniedPaths": ["secret[s]"]}})",
+                    layer_kind::project);
+  auto narrowed = merge_settings(settings_layer{}, &p, nullptr, odd);
+  CHECK(narrowed.effective.allowed_paths ==
+        std::vector<std::string>{"/home/u/app\\[2]\\*/src", "/home/u/app\\[2]\\*/lib/*.ts"});
+  CHECK(narrowed.effective.denied_paths == std::vector<std::string>{"/home/u/app\\[2]\\*/secret[s]"});
+  REQUIRE(narrowed.warnings.size() == 1);  // the sibling the unescaped root would have matched
+  CHECK_THAT(narrowed.warnings[0], Catch::Contains("\"/home/u/app2\"") && Catch::Contains("trustedProjects"));
+  // The confinement bound stays the name.
+  REQUIRE(narrowed.effective.allowed_confined_to);
+  CHECK(narrowed.effective.allowed_confined_to->project_root == "/home/u/app[2]*");
+  // Trusted projects and extension folders are names, not patterns.
+  auto g = layer_of(R"({"security": {"trustedProjects": ["/home/u/app[2]*"]}})", layer_kind::global);
+  auto ext = layer_of(R"({"extensionDirs": ["exts"]})", layer_kind::project);
+  auto trusted = merge_settings(g, &ext, nullptr, odd);
+  CHECK(trusted.effective.extension_dirs == std::vector<std::string>{"/home/u/app[2]*/exts"});
+}
+
 TEST_CASE("requireOsSandbox false is honoured only from the global file and the command line",
           "[policy][settings]") {
   auto off_global = layer_of(R"({"security": {"requireOsSandbox": false}})", layer_kind::global);
