@@ -15,7 +15,7 @@
 namespace dhara::policy {
 
 /// Version of the profile's JSON form; the launcher refuses any other.
-inline constexpr int sandbox_profile_version = 1;
+inline constexpr int sandbox_profile_version = 2;
 
 /// What a profile is computed from. Every path is absolute, normalized and resolved.
 struct sandbox_inputs {

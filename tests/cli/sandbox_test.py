@@ -503,7 +503,7 @@ def test_exit_codes():
         assert code == 2 and "nope" in err, (code, err)
         # A broken profile never runs the command.
         bad = os.path.join(h.root, "bad.json")
-        Home.put(bad, '{"version": 1, "read": ["relative"]}')
+        Home.put(bad, '{"version": 2, "read": ["relative"]}')
         p = subprocess.run([LAUNCHER, "--profile", bad, "--", "/bin/echo", "RAN"], capture_output=True, text=True)
         assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout)
         assert p.stderr.startswith("dhara-launch: profile: "), p.stderr
@@ -512,7 +512,7 @@ def test_exit_codes():
             r, w = os.pipe()
             if profile is None:
                 profile = os.path.join(h.root, "good.json")
-                Home.put(profile, '{"version": 1, "read": ["/usr"], "execute": ["/usr"]}')
+                Home.put(profile, '{"version": 2, "read": ["/usr"], "execute": ["/usr"]}')
             p = subprocess.run([LAUNCHER, "--profile", profile, "--status-fd", str(w), "--", "/usr/bin/true"],
                                pass_fds=(w,), capture_output=True, text=True)
             os.close(w)
@@ -538,7 +538,7 @@ def test_spawn_overhead_is_reported():
     try:
         tmp = tempfile.mkdtemp(dir=h.root)
         prof = os.path.join(h.root, "profile.json")
-        Home.json(prof, {"version": 1, "read": ["/usr", "/etc/ld.so.cache"], "write": [tmp, "/dev/null"],
+        Home.json(prof, {"version": 2, "read": ["/usr", "/etc/ld.so.cache"], "write": [tmp, "/dev/null"],
                          "execute": ["/usr/bin/true", LDSO], "mask": [], "tempDir": tmp})
         n = int(os.environ.get("DHARA_SPAWN_N", "200"))
 

@@ -1,5 +1,5 @@
 // libFuzzer target for the sandbox profile that `dhara-launch` reads: parse_sandbox_profile
-// must refuse what is not a version-1 profile of absolute normalized paths, and whatever it
+// must refuse what is not a current-version profile of absolute normalized paths, and whatever it
 // accepts must survive to_json and back unchanged (the launcher sees what dhara computed).
 #include <cstddef>
 #include <cstdint>
@@ -49,10 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const sandbox_profile& p = *parsed;
-  // Only version 1 is read: a version that merely converts to 1 is another format.
+  // Only the current version is read: a version that merely converts to it is another format.
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   require(doc.is_object() && doc.contains("version") && doc["version"].is_number_integer() &&
-          doc["version"] == 1);
+          doc["version"] == sandbox_profile_version);
   check_paths(p.read);
   check_paths(p.write);
   check_paths(p.execute);

@@ -214,19 +214,19 @@ TEST_CASE("hostile profiles are refused with the field named", "[policy][sandbox
   const std::pair<const char*, const char*> table[] = {
       {"", "not a JSON object"},
       {"[]", "not a JSON object"},
-      {R"({"version":2})", "'version'"},
+      {R"({"version":1})", "'version'"},
       {R"({"read":[]})", "'version'"},
-      {R"({"version":1,"read":"/usr"})", "'read'"},
-      {R"({"version":1,"read":["usr"]})", "'read'"},
-      {R"({"version":1,"write":["/tmp/../etc"]})", "'write'"},
-      {R"({"version":1,"mask":["/a//b"]})", "'mask'"},
-      {R"({"version":1,"read":["/a\u0000b"]})", "'read' holds a path with a NUL"},
-      {R"({"version":1,"execute":[1]})", "'execute'"},
-      {R"({"version":1,"network":{"connect":"yes"}})", "'network.connect'"},
-      {R"({"version":1,"spawn":1})", "'spawn'"},
-      {R"({"version":1,"maskGlobs":["*.key"]})", "'maskGlobs'"},
-      {R"({"version":1,"maskGlobs":["/a\u0000b"]})", "'maskGlobs' holds a pattern with a NUL"},
-      {R"({"version":1,"tempDir":"tmp"})", "'tempDir'"},
+      {R"({"version":2,"read":"/usr"})", "'read'"},
+      {R"({"version":2,"read":["usr"]})", "'read'"},
+      {R"({"version":2,"write":["/tmp/../etc"]})", "'write'"},
+      {R"({"version":2,"mask":["/a//b"]})", "'mask'"},
+      {R"({"version":2,"read":["/a\u0000b"]})", "'read' holds a path with a NUL"},
+      {R"({"version":2,"execute":[1]})", "'execute'"},
+      {R"({"version":2,"network":{"connect":"yes"}})", "'network.connect'"},
+      {R"({"version":2,"spawn":1})", "'spawn'"},
+      {R"({"version":2,"maskGlobs":["*.key"]})", "'maskGlobs'"},
+      {R"({"version":2,"maskGlobs":["/a\u0000b"]})", "'maskGlobs' holds a pattern with a NUL"},
+      {R"({"version":2,"tempDir":"tmp"})", "'tempDir'"},
   };
   for (auto [text, field] : table) {
     INFO(text);
@@ -234,7 +234,7 @@ TEST_CASE("hostile profiles are refused with the field named", "[policy][sandbox
     REQUIRE_FALSE(r);
     CHECK(r.err().message.find(field) != std::string::npos);
   }
-  auto empty = parse_sandbox_profile(R"({"version":1})");
+  auto empty = parse_sandbox_profile(R"({"version":2})");
   REQUIRE(empty);  // everything absent: nothing granted
   CHECK(empty->read.empty());
   CHECK_FALSE(empty->spawn);
