@@ -526,8 +526,8 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     const std::string_view rest = std::string_view(e.normalized).substr(from);
     if (!is_denied && !glob_match(rest, unescape_glob(rest)))
       set.problems.push_back("allowedPaths entry '" + e.written + "' is read as a glob ('[', '*' and '?' match " +
-                             "other names; write '\\[', '\\*' or '\\?' for the character itself): it does not " +
-                             "allow a path of that name");
+                             "other names; write '\\[', '\\*' or '\\?' for the character itself, each backslash " +
+                             "doubled in JSON): it does not allow a path of that name");
     list.push_back(std::move(e));
   };
   // `pattern` (normalized) read into `e`: the folder before the first glob character is a name
@@ -576,11 +576,25 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     const std::string raw = e.normalized;
     if (!read_pattern(e, raw)) return make_error(errc::invalid_path, "'" + std::string(text) + "' is not a usable path");
     path_entry as_written{e.written, raw, false, {}};
+    const bool glob = e.glob;
     if (e.glob)
       add_glob(list, std::move(e), is_denied);
     else
       add_plain(list, std::move(e), is_denied);
     if (!is_denied) return std::nullopt;  // allowed: the pattern only (doctor names an odd one)
+    // `/w/app[2]/*.env` where a folder `app[2]` exists: no reading denies `app[2]/.env` (the
+    // glob matches `app2/…`, the name is a file `*.env`). Doctor says how to write it.
+    const std::size_t last = raw.rfind('/');
+    if (glob && last != 0 && resolver.follows_links() && has_glob(std::string_view(raw).substr(last)) &&
+        has_glob(std::string_view(raw).substr(0, last))) {
+      const std::string folder = raw.substr(0, last);
+      auto there = resolver.resolve(folder);
+      if (there && resolver.identify(*there))
+        set.problems.push_back("deniedPaths entry '" + as_written.written + "' reads '[', '*' and '?' in its folder as " +
+                               "glob characters, so it denies nothing inside the folder '" + folder +
+                               "' that exists: write '" + escape_glob(folder) + raw.substr(last) +
+                               "' to deny there (in JSON, each backslash is doubled)");
+    }
     // Denied: every other reading too (fail closed). As a glob, `secrets[old]` matches
     // `secretso`, not itself; `a\b` names `ab`. So the name as written is denied, and, when a
     // backslash is there, the glob that takes it as a character (`back\slash*`).

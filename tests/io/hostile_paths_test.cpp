@@ -506,6 +506,43 @@ TEST_CASE("hostile tree: dhara's own files in folders named with glob characters
   CHECK_FALSE(has_id(ids, id_at(t / "app2/.dhara/config.json")));
 }
 
+TEST_CASE("hostile tree: a denied glob inside a folder named with glob characters says how to write it",
+          "[io][hostile][path]") {
+  // `<t>/app[2]/*.env` reads `app[2]` as a glob (it matches `app2/…`) and the name as a file
+  // `*.env`: neither denies `app[2]/.env`. The folder exists, so the compile says what to write
+  // (doctor shows it); written that way, the file is denied.
+  temp_tree t;
+  for (const char* dir : {"app[2]", "app2"}) {
+    fs::create_directories(t / dir);
+    put(t / (std::string(dir) + "/.env"), "TOKEN\n");
+  }
+  io::real_path_resolver resolver;
+  auto verdict = [&](const policy::path_rule_set& r, const std::string& p) {
+    return policy::check_path(r, p, t / "app[2]", "/nonexistent-home", policy::path_access::read, resolver);
+  };
+  const std::string allowed = policy::escape_glob(t.root.string());
+  policy::path_rules_input unescaped{{allowed}, {t / "app[2]/*.env"}, "/nonexistent-home", t / "d", t / "app[2]"};
+  auto loose = policy::compile_path_rules(unescaped, resolver);
+  REQUIRE(loose);
+  CHECK(verdict(*loose, t / "app[2]/.env").allowed());  // what the hint is for
+  CHECK_FALSE(verdict(*loose, t / "app2/.env").allowed());
+  const std::string fixed = policy::escape_glob(t / "app[2]") + "/*.env";
+  REQUIRE(loose->problems.size() == 1);
+  CHECK(loose->problems[0].find("write '" + fixed + "' to deny there") != std::string::npos);
+  policy::path_rules_input escaped{{allowed}, {fixed}, "/nonexistent-home", t / "d", t / "app[2]"};
+  auto tight = policy::compile_path_rules(escaped, resolver);
+  REQUIRE(tight);
+  CHECK(tight->problems.empty());
+  CHECK_FALSE(verdict(*tight, t / "app[2]/.env").allowed());
+  CHECK(verdict(*tight, t / "app2/.env").allowed());
+  // No folder of that name: a glob meant as one, no hint.
+  policy::path_rules_input meant{{allowed}, {t / "ap?[0-9]/*.env"}, "/nonexistent-home", t / "d", t / "app[2]"};
+  auto globbed = policy::compile_path_rules(meant, resolver);
+  REQUIRE(globbed);
+  CHECK(globbed->problems.empty());
+  CHECK_FALSE(verdict(*globbed, t / "app2/.env").allowed());
+}
+
 // A project may list any number of denied paths; what is held open stays bounded, and what is
 // past the bound is kept by number for the rest of the session.
 TEST_CASE("hostile tree: many denied entries hold a bounded number of descriptors and lose none", "[io][hostile][path]") {
