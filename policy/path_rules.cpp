@@ -42,6 +42,26 @@ unsigned char class_char(std::string_view pat, std::size_t& j) {
   return static_cast<unsigned char>(pat[j++]);
 }
 
+// Whether `u` is in the POSIX class `name` (`alpha` of `[[:alpha:]]`), as in the C locale;
+// nullopt for a name that is no class (glob(3) then matches nothing, and so does dhara).
+std::optional<bool> in_named_class(std::string_view name, unsigned char u) {
+  const bool lower = u >= 'a' && u <= 'z', upper = u >= 'A' && u <= 'Z', digit = u >= '0' && u <= '9';
+  const bool graph = u > 32 && u < 127;
+  if (name == "alpha") return lower || upper;
+  if (name == "digit") return digit;
+  if (name == "alnum") return lower || upper || digit;
+  if (name == "lower") return lower;
+  if (name == "upper") return upper;
+  if (name == "xdigit") return digit || (u >= 'a' && u <= 'f') || (u >= 'A' && u <= 'F');
+  if (name == "space") return u == ' ' || (u >= '\t' && u <= '\r');
+  if (name == "blank") return u == ' ' || u == '\t';
+  if (name == "punct") return graph && !(lower || upper || digit);
+  if (name == "graph") return graph;
+  if (name == "print") return graph || u == ' ';
+  if (name == "cntrl") return u < 32 || u == 127;
+  return std::nullopt;
+}
+
 // Matches one path segment against one pattern segment (`*`, `?`, `[...]`), with the
 // classic single-star backtracking: linear in practice, no recursion.
 bool match_class(std::string_view pat, std::size_t& pi, char c) {
@@ -55,8 +75,20 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   bool matched = false;
   bool first = true;
   const auto u = static_cast<unsigned char>(c);  // ranges by byte value, as glibc's are in the C locale
+  bool no_class = false;  // a `[:name:]` that names no class: nothing matches
   while (j < pat.size() && (first || pat[j] != ']')) {
     first = false;
+    if (pat[j] == '[' && j + 1 < pat.size() && pat[j + 1] == ':') {  // `[:name:]`, a name of letters
+      std::size_t end = j + 2;
+      while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
+      if (end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']') {
+        const auto in = in_named_class(pat.substr(j + 2, end - j - 2), u);
+        if (!in) no_class = true;
+        else if (*in) matched = true;
+        j = end + 2;
+        continue;
+      }
+    }
     const unsigned char lo = class_char(pat, j);
     if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') {
       ++j;
@@ -72,7 +104,7 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
     return literal;
   }
   pi = j + 1;
-  return matched != negate;
+  return !no_class && matched != negate;
 }
 
 bool match_segment(std::string_view pat, std::string_view seg) {
@@ -92,8 +124,8 @@ bool match_segment(std::string_view pat, std::string_view seg) {
         next = pi + 1;
       } else if (pat[pi] == '[') {
         ok = match_class(pat, next, seg[si]);
-      } else if (pat[pi] == '\\' && pi + 1 < pat.size()) {
-        ok = pat[pi + 1] == seg[si];
+      } else if (pat[pi] == '\\') {  // a backslash with nothing to escape matches nothing, as in glob(3)
+        ok = pi + 1 < pat.size() && pat[pi + 1] == seg[si];
         next = pi + 2;
       } else {
         ok = pat[pi] == seg[si];
