@@ -36,6 +36,17 @@ void push_segments(std::string_view p, std::string& out) {
 
 bool is_glob_char(char c) { return c == '*' || c == '?' || c == '['; }
 
+// True when a backslash in `text` escapes a character that needs no escape (`a\b`): written
+// before escapes existed, such an entry meant the backslash itself.
+bool escapes_ordinary(std::string_view text) {
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] != '\\') continue;
+    const char c = text[++i];
+    if (!is_glob_char(c) && c != ']' && c != '\\') return true;
+  }
+  return false;
+}
+
 // One character of a bracket class at `j`, moving past it; a backslash escapes the next one.
 unsigned char class_char(std::string_view pat, std::size_t& j) {
   if (pat[j] == '\\' && j + 1 < pat.size()) ++j;
@@ -105,6 +116,39 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   }
   pi = j + 1;
   return !no_class && matched != negate;
+}
+
+// The first range of `pattern`'s brackets whose first byte is above its last (`[é-z]`: bytes
+// compare unsigned, as in glob(3)), which matches nothing; empty if there is none. Read as
+// match_class reads a bracket.
+std::string_view empty_range(std::string_view pat) {
+  for (std::size_t i = 0; i < pat.size(); ++i) {
+    if (pat[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (pat[i] != '[') continue;
+    std::size_t j = i + 1;
+    if (j < pat.size() && (pat[j] == '!' || pat[j] == '^')) ++j;
+    for (bool first = true; j < pat.size() && (first || pat[j] != ']'); first = false) {
+      if (pat[j] == '[' && j + 1 < pat.size() && pat[j + 1] == ':') {
+        std::size_t end = j + 2;
+        while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
+        if (end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']') {
+          j = end + 2;
+          continue;
+        }
+      }
+      const std::size_t from = j;
+      const unsigned char lo = class_char(pat, j);
+      if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') {
+        ++j;
+        if (class_char(pat, j) < lo) return pat.substr(from, j - from);
+      }
+    }
+    if (j < pat.size()) i = j;  // past the bracket; an unclosed `[` is a character
+  }
+  return {};
 }
 
 bool match_segment(std::string_view pat, std::string_view seg) {
@@ -422,6 +466,14 @@ std::size_t first_glob_char(std::string_view p) {
 
 bool has_glob(std::string_view text) { return first_glob_char(text) != std::string_view::npos; }
 
+bool escapes_slash(std::string_view text) {
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] != '\\') continue;
+    if (text[++i] == '/') return true;
+  }
+  return false;
+}
+
 bool has_glob_syntax(std::string_view text) { return text.find_first_of("*?[\\") != std::string_view::npos; }
 
 std::string escape_glob(std::string_view literal) {
@@ -491,8 +543,8 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   if (!in.confine_root.empty() && resolver.follows_links()) {
     confine_root = resolved_bound(in.confine_root);
     for (const std::string& w : in.confine_within) {  // allowedPaths entries: patterns
-      auto expanded = expand_home(w, in.home);
-      if (!expanded) continue;
+      auto expanded = expand_home(w, escape_glob(in.home));
+      if (!expanded || escapes_slash(*expanded)) continue;  // the compile refuses it too
       if (has_glob(*expanded)) {
         if (auto g = normalize_path(*expanded, "/")) confine_globs.push_back(std::move(*g));  // matched as written
       } else if (auto r = resolved_bound(unescape_glob(*expanded))) {
@@ -554,6 +606,10 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   // its own name is a problem doctor shows.
   auto add_glob = [&](std::vector<path_entry>& list, path_entry e, bool is_denied) {
     if (is_denied && resolver.follows_links()) identify_matches(e);
+    if (const std::string_view range = empty_range(std::string_view(e.normalized).substr(e.literal_prefix.size())); !range.empty())
+      set.problems.push_back(std::string(is_denied ? "deniedPaths" : "allowedPaths") + " entry '" + e.written +
+                             "' holds the range '" + std::string(range) + "', whose first byte comes after its last " +
+                             "(bytes compare as unsigned values, as in glob(3)): it matches nothing");
     const std::size_t from = e.literal_prefix.size() - 1;  // the rest, from the folder's last slash
     const std::string_view rest = std::string_view(e.normalized).substr(from);
     if (!is_denied && !glob_match(rest, unescape_glob(rest)))
@@ -582,10 +638,16 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   // the next character as itself (`app\[2]` names the folder `app[2]`).
   auto add = [&](std::vector<path_entry>& list, std::string_view text, std::string written, bool is_denied,
                  bool builtin = false, std::string_view leaf = {}) -> std::optional<error> {
-    auto expanded = expand_home(text, in.home);
+    // A user's entry is a pattern, so `~` stands for the home escaped (a home named `u[1]`).
+    auto expanded = expand_home(text, builtin ? in.home : escape_glob(in.home));
     if (!expanded) return expanded.err();
     if (expanded->empty() || expanded->front() != '/')
       return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
+    // Segments are split before escapes are read, and glob(3) reads `\/` as `/`: refused, so
+    // that no two readers take such an entry apart differently.
+    if (!builtin && escapes_slash(*expanded))
+      return make_error(errc::invalid_path, "'" + std::string(text) +
+                                                "' puts a backslash before '/', which no name can hold: write it without");
     auto normal = normalize_path(*expanded, "/");
     if (!normal) return normal.err();
     path_entry e{std::move(written), std::move(*normal), false, {}};
@@ -607,6 +669,10 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     }
     const std::string raw = e.normalized;
     if (!read_pattern(e, raw)) return make_error(errc::invalid_path, "'" + std::string(text) + "' is not a usable path");
+    if (!is_denied && escapes_ordinary(raw))
+      set.problems.push_back("allowedPaths entry '" + e.written + "' takes each backslash as an escape of the " +
+                             "character after it, so it allows '" + e.normalized +
+                             "', not a name holding a backslash: write two backslashes for one (four in JSON)");
     path_entry as_written{e.written, raw, false, {}};
     const bool glob = e.glob;
     if (e.glob)

@@ -47,6 +47,9 @@ bool has_glob(std::string_view text);
 /// The index of the first glob character no backslash escapes, or npos.
 std::size_t first_glob_char(std::string_view text);
 
+/// True when a backslash in `text` escapes a `/` (`a\/b`): path entries refuse it.
+bool escapes_slash(std::string_view text);
+
 /// True when `text` holds a glob character or a backslash: it reads differently as a pattern.
 bool has_glob_syntax(std::string_view text);
 

@@ -477,9 +477,10 @@ class merger {
   }
 
   // `~` expanded, project-relative entries anchored at the project root, then normalized. A
-  // `pattern` (an allowedPaths or deniedPaths entry) is anchored at the root's escaped form.
+  // `pattern` (an allowedPaths, deniedPaths or auditIgnorePatterns entry) gets the home and the
+  // root escaped.
   result<std::string> absolute(std::string_view written, layer_kind kind, bool pattern = false) const {
-    auto expanded = expand_home(written, ctx_.home);
+    auto expanded = expand_home(written, pattern ? escape_glob(ctx_.home) : ctx_.home);
     if (!expanded) return expanded.err();
     if (!expanded->starts_with('/')) {
       if (kind != layer_kind::project)
@@ -521,7 +522,7 @@ class merger {
         add_unique(out, w);
         continue;
       }
-      auto a = absolute(w, layer_kind::global);
+      auto a = absolute(w, layer_kind::global, true);
       if (a)
         add_unique(out, std::move(*a));
       else  // one ignore pattern fewer only audits more
@@ -660,10 +661,12 @@ class merger {
   // An entry of an untrusted project narrows the allowed paths only when everything it can
   // match lies inside the project and inside an entry already allowed.
   bool narrows(std::string_view entry) const {
-    if (root_.empty()) return false;
+    // `\/` is refused by the compile, and read apart differently here: it narrows nothing.
+    if (root_.empty() || escapes_slash(entry)) return false;
     const std::string dir = glob_literal_folder(entry);  // a name: the root is one too
     if (dir.empty() || !is_at_or_under(dir, root_)) return false;
     for (const std::string& a : out_.effective.allowed_paths) {
+      if (escapes_slash(a)) continue;
       if (has_glob(a) ? glob_match_at_or_under(a, dir) : is_at_or_under(dir, unescape_glob(a))) return true;
     }
     return false;

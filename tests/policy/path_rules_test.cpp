@@ -308,6 +308,44 @@ TEST_CASE("path entries take escaped glob characters as names", "[policy][path]"
   CHECK(odd.problems[0].find("write '\\[', '\\*' or '\\?'") != std::string::npos);
 }
 
+TEST_CASE("entries escapes cannot read alike, or that read otherwise than before, are named", "[policy][path]") {
+  // A backslash before an ordinary character: written before escapes, it meant itself.
+  auto old = rules({"/srv/a\\b", "/srv/c\\\\d"});
+  CHECK(check(old, "/srv/ab/f").allowed());
+  CHECK_FALSE(check(old, "/srv/a\\b/f").allowed());
+  CHECK(check(old, "/srv/c\\d/f").allowed());  // two backslashes are one, as written
+  REQUIRE(old.problems.size() == 1);
+  CHECK(old.problems[0].find("'/srv/a\\b' takes each backslash as an escape") != std::string::npos);
+  CHECK(old.problems[0].find("it allows '/srv/ab'") != std::string::npos);
+  // `\/`: glob(3) reads it as `/`, dhara's segments would not. Denied: the rules fail.
+  path_rules_input slash{{"/srv"}, {"/srv/*\\/x"}, home, "/d", "/p"};
+  auto refused = compile_path_rules(slash, lexical_resolver{});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().message.find("puts a backslash before '/'") != std::string::npos);
+  auto ignored = rules({"/srv", "/srv/a\\/b"});
+  REQUIRE(ignored.problems.size() == 1);
+  CHECK(ignored.problems[0].find("allowedPaths entry '/srv/a\\/b' ignored") != std::string::npos);
+  // A range whose first byte is above its last matches nothing (bytes compare unsigned, as in
+  // glob(3); before, `[\xc3\xa9-z]` compared as signed and spanned ASCII): said.
+  auto empty = rules({"/srv"}, {"/srv/[\xc3\xa9-z]*"});
+  CHECK(check(empty, "/srv/secret").allowed());
+  REQUIRE(empty.problems.size() == 1);
+  CHECK(empty.problems[0].find("holds the range '\xa9-z'") != std::string::npos);
+  CHECK(rules({"/srv"}, {"/srv/[a-z]*", "/srv/[[:alpha:]-]*", "/srv/[!0-9]*", "/srv/[z-]*"}).problems.empty());
+}
+
+TEST_CASE("a home holding glob characters is taken as a name where an entry says ~", "[policy][path]") {
+  path_rules_input in{{"~/work"}, {"~/work/secret*"}, "/home/a[1]", "/d", "/p"};
+  auto r = compile_path_rules(in, lexical_resolver{});
+  REQUIRE(r);
+  CHECK(r->problems.empty());
+  auto verdict = [&](std::string_view p) { return check_path(*r, p, "/p", "/home/a[1]", path_access::read, lexical_resolver{}); };
+  CHECK(verdict("/home/a[1]/work/x").allowed());
+  CHECK(verdict("~/work/x").allowed());
+  CHECK_FALSE(verdict("/home/a1/work/x").allowed());
+  CHECK_FALSE(verdict("/home/a[1]/work/secret.txt").allowed());
+}
+
 TEST_CASE("built-in denials take a home or project holding glob characters literally", "[policy][path]") {
   // Folders named `app[2]` or `*`: the built-ins' folders are no globs, only their last part is.
   const std::string h = "/home/u[1]", dh = "/home/u[1]/.d*", proj = "/home/u[1]/app[2]";

@@ -587,6 +587,23 @@ TEST_CASE("a project named with glob characters is allowed by name: allowedPaths
   // The confinement bound stays the name.
   REQUIRE(narrowed.effective.allowed_confined_to);
   CHECK(narrowed.effective.allowed_confined_to->project_root == "/home/u/app[2]*");
+  // So is the home, where a pattern says `~`.
+  const merge_context odd_home{"/home/u[1]", "/home/u[1]/.dhara", "/srv/p"};
+  auto g_home = layer_of(R"({"security": {"allowedPaths": ["~/work"], "deniedPaths": ["~/work/k*"],
+                                          "auditIgnorePatterns": ["~/cache/**"], "trustedProjects": ["~/p"]}})",
+                         layer_kind::global);
+  auto homed = merge_settings(g_home, nullptr, nullptr, odd_home);
+  CHECK(homed.effective.allowed_paths == std::vector<std::string>{"/home/u\\[1]/work"});
+  CHECK(homed.effective.denied_paths == std::vector<std::string>{"/home/u\\[1]/work/k*"});
+  CHECK(homed.effective.audit_ignore_patterns == std::vector<std::string>{"/home/u\\[1]/cache/**"});
+  CHECK(homed.effective.trusted_projects == std::vector<std::string>{"/home/u[1]/p"});
+  // A trusted glob that escapes a `/` is refused by the compile: it narrows nothing here either.
+  const merge_context slashed{"/home/u", "/home/u/.dhara", "/r/x\\/y/proj"};
+  auto g_slash = layer_of(R"({"security": {"allowedPaths": ["/r/x\\/y/*"]}})", layer_kind::global);
+  auto p_src = layer_of(R"({"security": {"allowedPaths": ["src"]}})", layer_kind::project);
+  auto not_narrowed = merge_settings(g_slash, &p_src, nullptr, slashed);
+  CHECK(not_narrowed.effective.allowed_paths == std::vector<std::string>{"/r/x\\/y/*"});
+  CHECK_THAT(joined(not_narrowed.warnings), Catch::Contains("security.allowedPaths entry \"src\""));
   // Trusted projects and extension folders are names, not patterns.
   auto g = layer_of(R"({"security": {"trustedProjects": ["/home/u/app[2]*"]}})", layer_kind::global);
   auto ext = layer_of(R"({"extensionDirs": ["exts"]})", layer_kind::project);
