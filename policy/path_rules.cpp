@@ -73,6 +73,15 @@ std::optional<bool> in_named_class(std::string_view name, unsigned char u) {
   return std::nullopt;
 }
 
+// At `j` in a bracket, a `[:name:]` (a name of lowercase letters): the index past it, or npos
+// when there is none there (the `[` is then a character of the bracket).
+std::size_t named_class_end(std::string_view pat, std::size_t j) {
+  if (pat[j] != '[' || j + 1 >= pat.size() || pat[j + 1] != ':') return std::string_view::npos;
+  std::size_t end = j + 2;
+  while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
+  return end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']' ? end + 2 : std::string_view::npos;
+}
+
 // Matches one path segment against one pattern segment (`*`, `?`, `[...]`), with the
 // classic single-star backtracking: linear in practice, no recursion.
 bool match_class(std::string_view pat, std::size_t& pi, char c) {
@@ -89,16 +98,12 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   bool no_class = false;  // a `[:name:]` that names no class: nothing matches
   while (j < pat.size() && (first || pat[j] != ']')) {
     first = false;
-    if (pat[j] == '[' && j + 1 < pat.size() && pat[j + 1] == ':') {  // `[:name:]`, a name of letters
-      std::size_t end = j + 2;
-      while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
-      if (end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']') {
-        const auto in = in_named_class(pat.substr(j + 2, end - j - 2), u);
-        if (!in) no_class = true;
-        else if (*in) matched = true;
-        j = end + 2;
-        continue;
-      }
+    if (const std::size_t past = named_class_end(pat, j); past != std::string_view::npos) {
+      const auto in = in_named_class(pat.substr(j + 2, past - j - 4), u);
+      if (!in) no_class = true;
+      else if (*in) matched = true;
+      j = past;
+      continue;
     }
     const unsigned char lo = class_char(pat, j);
     if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') {
@@ -131,13 +136,9 @@ std::string_view empty_range(std::string_view pat) {
     std::size_t j = i + 1;
     if (j < pat.size() && (pat[j] == '!' || pat[j] == '^')) ++j;
     for (bool first = true; j < pat.size() && (first || pat[j] != ']'); first = false) {
-      if (pat[j] == '[' && j + 1 < pat.size() && pat[j + 1] == ':') {
-        std::size_t end = j + 2;
-        while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
-        if (end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']') {
-          j = end + 2;
-          continue;
-        }
+      if (const std::size_t past = named_class_end(pat, j); past != std::string_view::npos) {
+        j = past;
+        continue;
       }
       const std::size_t from = j;
       const unsigned char lo = class_char(pat, j);
