@@ -41,8 +41,8 @@ bool is_glob_char(char c) { return c == '*' || c == '?' || c == '['; }
 bool escapes_ordinary(std::string_view text) {
   for (std::size_t i = 0; i + 1 < text.size(); ++i) {
     if (text[i] != '\\') continue;
-    const char c = text[++i];
-    if (!is_glob_char(c) && c != ']' && c != '\\') return true;
+    const char c = text[++i];  // `!`, `^` and `-` mean something in a bracket
+    if (!is_glob_char(c) && std::string_view("]\\!^-").find(c) == std::string_view::npos) return true;
   }
   return false;
 }
@@ -78,7 +78,8 @@ std::optional<bool> in_named_class(std::string_view name, unsigned char u) {
 std::size_t named_class_end(std::string_view pat, std::size_t j) {
   if (pat[j] != '[' || j + 1 >= pat.size() || pat[j + 1] != ':') return std::string_view::npos;
   std::size_t end = j + 2;
-  while (end < pat.size() && pat[end] >= 'a' && pat[end] <= 'z') ++end;
+  // glibc's fnmatch ends a class name before a `z` (no class name holds one): so does dhara.
+  while (end < pat.size() && pat[end] >= 'a' && pat[end] < 'z') ++end;
   return end + 1 < pat.size() && pat[end] == ':' && pat[end + 1] == ']' ? end + 2 : std::string_view::npos;
 }
 
@@ -123,10 +124,10 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   return !no_class && matched != negate;
 }
 
-// The first range of `pattern`'s brackets whose first byte is above its last (`[é-z]`: bytes
-// compare unsigned, as in glob(3)), which matches nothing; empty if there is none. Read as
+// The first range of `segment`'s brackets whose first byte is above its last (`[é-z]`: bytes
+// compare unsigned, as in glob(3)), which matches no byte; empty if there is none. Read as
 // match_class reads a bracket.
-std::string_view empty_range(std::string_view pat) {
+std::string_view empty_range_in(std::string_view pat) {
   for (std::size_t i = 0; i < pat.size(); ++i) {
     if (pat[i] == '\\') {
       ++i;
@@ -198,6 +199,14 @@ bool match_segment(std::string_view pat, std::string_view seg) {
   const std::size_t start = pos;
   while (pos < n && s[pos] != '/') ++pos;
   return {s.data() + start, pos - start};  // start <= pos <= n: no bounds check needed
+}
+
+// The first empty range of a pattern (empty_range_in), segment by segment, as the matcher reads it.
+std::string_view empty_range(std::string_view pat) {
+  std::size_t pos = 0;
+  for (std::string_view seg = next_segment(pat, pos); !seg.empty(); seg = next_segment(pat, pos))
+    if (std::string_view range = empty_range_in(seg); !range.empty()) return range;
+  return {};
 }
 
 // Segment-level matching where `**` stands for any number of whole segments. Positions
@@ -607,10 +616,14 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
   // its own name is a problem doctor shows.
   auto add_glob = [&](std::vector<path_entry>& list, path_entry e, bool is_denied) {
     if (is_denied && resolver.follows_links()) identify_matches(e);
-    if (const std::string_view range = empty_range(std::string_view(e.normalized).substr(e.literal_prefix.size())); !range.empty())
-      set.problems.push_back(std::string(is_denied ? "deniedPaths" : "allowedPaths") + " entry '" + e.written +
-                             "' holds the range '" + std::string(range) + "', whose first byte comes after its last " +
-                             "(bytes compare as unsigned values, as in glob(3)): it matches nothing");
+    if (const std::string_view range = empty_range(std::string_view(e.normalized).substr(e.literal_prefix.size()));
+        !range.empty()) {
+      std::string problem = std::string(is_denied ? "deniedPaths" : "allowedPaths") + " entry '" + e.written +
+                            "' holds the range '" + std::string(range) + "', whose first byte comes after its last " +
+                            "(bytes compare as unsigned values, as in glob(3)): the range matches no byte";
+      if (std::find(set.problems.begin(), set.problems.end(), problem) == set.problems.end())  // one per entry
+        set.problems.push_back(std::move(problem));
+    }
     const std::size_t from = e.literal_prefix.size() - 1;  // the rest, from the folder's last slash
     const std::string_view rest = std::string_view(e.normalized).substr(from);
     if (!is_denied && !glob_match(rest, unescape_glob(rest)))
@@ -682,17 +695,21 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       add_plain(list, std::move(e), is_denied);
     if (!is_denied) return std::nullopt;  // allowed: the pattern only (doctor names an odd one)
     // `/w/app[2]/*.env` where a folder `app[2]` exists: no reading denies `app[2]/.env` (the
-    // glob matches `app2/…`, the name is a file `*.env`). Doctor says how to write it.
-    const std::size_t last = raw.rfind('/');
-    if (glob && last != 0 && resolver.follows_links() && has_glob(std::string_view(raw).substr(last)) &&
-        has_glob(std::string_view(raw).substr(0, last))) {
-      const std::string folder = raw.substr(0, last);
+    // glob matches `app2/…`, the name is a file `*.env`). Doctor says how to write it, for the
+    // deepest such folder (one whose own name holds a glob character) with a glob after it.
+    for (std::size_t cut = raw.rfind('/'); glob && resolver.follows_links() && cut != 0 && cut != std::string::npos;
+         cut = raw.rfind('/', cut - 1)) {
+      const std::string_view before = std::string_view(raw).substr(0, cut), after = std::string_view(raw).substr(cut);
+      if (!has_glob(after)) continue;  // the name as written covers what follows
+      if (!has_glob(before.substr(before.rfind('/')))) continue;
+      const std::string folder = unescape_glob(before);
       auto there = resolver.resolve(folder);
-      if (there && resolver.identify(*there))
-        set.problems.push_back("deniedPaths entry '" + as_written.written + "' reads '[', '*' and '?' in its folder as " +
-                               "glob characters, so it denies nothing inside the folder '" + folder +
-                               "' that exists: write '" + escape_glob(folder) + raw.substr(last) +
-                               "' to deny there (in JSON, each backslash is doubled)");
+      if (!there || !resolver.identify(*there)) continue;
+      set.problems.push_back("deniedPaths entry '" + as_written.written + "' reads '[', '*' and '?' in its folder as " +
+                             "glob characters, so it denies nothing inside the folder '" + folder +
+                             "' that exists: write '" + escape_glob(folder) + std::string(after) +
+                             "' to deny there (in JSON, each backslash is doubled)");
+      break;
     }
     // Denied: every other reading too (fail closed). As a glob, `secrets[old]` matches
     // `secretso`, not itself; `a\b` names `ab`. So the name as written is denied, and, when a

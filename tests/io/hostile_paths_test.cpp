@@ -535,6 +535,17 @@ TEST_CASE("hostile tree: a denied glob inside a folder named with glob character
   CHECK(tight->problems.empty());
   CHECK_FALSE(verdict(*tight, t / "app[2]/.env").allowed());
   CHECK(verdict(*tight, t / "app2/.env").allowed());
+  // The deepest such folder, with a glob anywhere after it; an escape in the folder is read.
+  fs::create_directories(t / "app[2]/d");
+  fs::create_directories(t / "a[b/c[2]");
+  policy::path_rules_input deeper{{allowed},
+                                  {t / "app[2]/*/x", policy::escape_glob(t / "a[b") + "/c[2]/*.env"},
+                                  "/nonexistent-home", t / "d", t / "app[2]"};
+  auto hinted = policy::compile_path_rules(deeper, resolver);
+  REQUIRE(hinted);
+  REQUIRE(hinted->problems.size() == 2);
+  CHECK(hinted->problems[0].find("write '" + policy::escape_glob(t / "app[2]") + "/*/x'") != std::string::npos);
+  CHECK(hinted->problems[1].find("write '" + policy::escape_glob(t / "a[b/c[2]") + "/*.env'") != std::string::npos);
   // No folder of that name: a glob meant as one, no hint.
   policy::path_rules_input meant{{allowed}, {t / "ap?[0-9]/*.env"}, "/nonexistent-home", t / "d", t / "app[2]"};
   auto globbed = policy::compile_path_rules(meant, resolver);

@@ -266,8 +266,16 @@ TEST_CASE("one segment matches as the C library's fnmatch(3) matches it", "[poli
   }
   CHECK(compared == 60000);
   CHECK(matched > 3000);  // the table is not all misses
-  // A class name that is none matches nothing, as there; a lone backslash at the end too.
+  // A class name that is none matches nothing, as there, negated or not; a lone backslash at
+  // the end too. A class name ends before a `z`, as glibc reads it.
   CHECK_FALSE(glob_match("/[[:nope:]]", "/n"));
+  CHECK_FALSE(glob_match("/[![:nope:]]", "/n"));
+  CHECK(::fnmatch("[![:nope:]]", "n", 0) != 0);
+  for (const char* name : {"kz]", "k:", "kz"}) {
+    CAPTURE(name);
+    CHECK(glob_match(std::string("/k[[:z:]]"), std::string("/") + name) == (::fnmatch("k[[:z:]]", name, 0) == 0));
+  }
+  CHECK(glob_match("/k[[:z:]]", "/kz]"));
   CHECK_FALSE(glob_match("/a\\", "/a\\"));
 }
 
@@ -332,6 +340,19 @@ TEST_CASE("entries escapes cannot read alike, or that read otherwise than before
   REQUIRE(empty.problems.size() == 1);
   CHECK(empty.problems[0].find("holds the range '\xa9-z'") != std::string::npos);
   CHECK(rules({"/srv"}, {"/srv/[a-z]*", "/srv/[[:alpha:]-]*", "/srv/[!0-9]*", "/srv/[z-]*"}).problems.empty());
+  // Said once an entry (its reading without escapes holds the same range), of the range only
+  // (negated, the bracket matches every byte), and not across a `/` (no bracket spans one).
+  auto twice = rules({"/srv"}, {"/srv/a\\b/[!z-a]*"});
+  REQUIRE(twice.problems.size() == 1);
+  CHECK(twice.problems[0].find("holds the range 'z-a'") != std::string::npos);
+  CHECK(twice.problems[0].find("the range matches no byte") != std::string::npos);
+  CHECK(rules({"/srv/[a/z-b]"}).problems.empty());
+  // Escapes that mean something in a bracket are no upgrade surprise.
+  CHECK(rules({"/srv/[\\!a]*", "/srv/[a\\-z]*", "/srv/[\\^a]*"}).problems.size() == 3);  // globs not matching their text
+  for (const std::string& problem : rules({"/srv/[\\!a]*", "/srv/[a\\-z]*", "/srv/[\\^a]*"}).problems) {
+    CAPTURE(problem);
+    CHECK(problem.find("takes each backslash") == std::string::npos);
+  }
 }
 
 TEST_CASE("a home holding glob characters is taken as a name where an entry says ~", "[policy][path]") {

@@ -597,13 +597,17 @@ TEST_CASE("a project named with glob characters is allowed by name: allowedPaths
   CHECK(homed.effective.denied_paths == std::vector<std::string>{"/home/u\\[1]/work/k*"});
   CHECK(homed.effective.audit_ignore_patterns == std::vector<std::string>{"/home/u\\[1]/cache/**"});
   CHECK(homed.effective.trusted_projects == std::vector<std::string>{"/home/u[1]/p"});
-  // A trusted glob that escapes a `/` is refused by the compile: it narrows nothing here either.
-  const merge_context slashed{"/home/u", "/home/u/.dhara", "/r/x\\/y/proj"};
-  auto g_slash = layer_of(R"({"security": {"allowedPaths": ["/r/x\\/y/*"]}})", layer_kind::global);
+  // A trusted entry that escapes a `/` is refused by the compile: it narrows nothing here either.
+  const merge_context slashed{"/home/u", "/home/u/.dhara", "/r/x/y/proj"};
   auto p_src = layer_of(R"({"security": {"allowedPaths": ["src"]}})", layer_kind::project);
-  auto not_narrowed = merge_settings(g_slash, &p_src, nullptr, slashed);
-  CHECK(not_narrowed.effective.allowed_paths == std::vector<std::string>{"/r/x\\/y/*"});
-  CHECK_THAT(joined(not_narrowed.warnings), Catch::Contains("security.allowedPaths entry \"src\""));
+  for (const char* global : {R"({"security": {"allowedPaths": ["/r/x\\/y"]}})",
+                             R"({"security": {"allowedPaths": ["/r/x\\/y/*"]}})"}) {
+    INFO(global);
+    auto g_slash = layer_of(global, layer_kind::global);
+    auto not_narrowed = merge_settings(g_slash, &p_src, nullptr, slashed);
+    CHECK(not_narrowed.effective.allowed_paths == merge_settings(g_slash, nullptr, nullptr, slashed).effective.allowed_paths);
+    CHECK_THAT(joined(not_narrowed.warnings), Catch::Contains("security.allowedPaths entry \"src\""));
+  }
   // Trusted projects and extension folders are names, not patterns.
   auto g = layer_of(R"({"security": {"trustedProjects": ["/home/u/app[2]*"]}})", layer_kind::global);
   auto ext = layer_of(R"({"extensionDirs": ["exts"]})", layer_kind::project);
