@@ -667,7 +667,11 @@ class merger {
     if (dir.empty() || !is_at_or_under(dir, root_)) return false;
     for (const std::string& a : out_.effective.allowed_paths) {
       if (escapes_slash(a)) continue;
-      if (has_glob(a) ? glob_match_at_or_under(a, dir) : is_at_or_under(dir, unescape_glob(a))) return true;
+      if (has_glob(a)) {
+        if (glob_match_at_or_under(a, dir)) return true;
+      } else if (const std::string name = glob_literal_folder(a); !name.empty() && is_at_or_under(dir, name)) {
+        return true;  // the name `a` spells, normalized again (`\.\.` is `..`)
+      }
     }
     return false;
   }

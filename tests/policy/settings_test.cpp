@@ -608,6 +608,11 @@ TEST_CASE("a project named with glob characters is allowed by name: allowedPaths
     CHECK(not_narrowed.effective.allowed_paths == merge_settings(g_slash, nullptr, nullptr, slashed).effective.allowed_paths);
     CHECK_THAT(joined(not_narrowed.warnings), Catch::Contains("security.allowedPaths entry \"src\""));
   }
+  // A trusted entry is read as the compile reads it: `\.\.` spells `..`, normalized again.
+  auto g_dots = layer_of(R"({"security": {"allowedPaths": ["/r/b/\\.\\./x"]}})", layer_kind::global);
+  auto dots = merge_settings(g_dots, &p_src, nullptr, slashed);
+  CHECK(dots.warnings.empty());
+  CHECK(dots.effective.allowed_paths == std::vector<std::string>{"/r/x/y/proj/src"});
   // Trusted projects and extension folders are names, not patterns.
   auto g = layer_of(R"({"security": {"trustedProjects": ["/home/u/app[2]*"]}})", layer_kind::global);
   auto ext = layer_of(R"({"extensionDirs": ["exts"]})", layer_kind::project);
