@@ -239,7 +239,7 @@ TEST_CASE("one segment matches as the C library's fnmatch(3) matches it", "[poli
   // POSIX classes) against random names, compared with fnmatch(3) in the C locale.
   std::mt19937 rng(20261204);
   auto pick = [&](std::initializer_list<const char*> l) { return std::string(l.begin()[rng() % l.size()]); };
-  int compared = 0, matched = 0;
+  int matched = 0;
   for (int i = 0; i < 60000; ++i) {
     std::string p, name;
     for (int k = 0, n = static_cast<int>(rng() % 5) + 1; k < n; ++k) {
@@ -261,10 +261,8 @@ TEST_CASE("one segment matches as the C library's fnmatch(3) matches it", "[poli
     const bool theirs = ::fnmatch(p.c_str(), name.c_str(), 0) == 0;
     INFO("pattern " << p << ", name " << name);
     CHECK(glob_match("/" + p, "/" + name) == theirs);
-    ++compared;
     matched += theirs ? 1 : 0;
   }
-  CHECK(compared == 60000);
   CHECK(matched > 3000);  // the table is not all misses
   // A class name that is none matches nothing, as there, negated or not; a lone backslash at
   // the end too. A class name ends before a `z`, as glibc reads it.
