@@ -42,6 +42,9 @@ void fail_waiting_on(Table& t, const caf::actor_addr& source, const caf::error& 
 }  // namespace
 
 void call_replies::answered(check_outcome& o) { answer(checks_, o, max_spare_nodes); }
+void call_replies::answered(check_outcomes& os) {
+  for (check_outcome& o : os.outcomes) answer(checks_, o, max_spare_nodes);
+}
 void call_replies::answered(call_result& r) { answer(results_, r, max_spare_nodes); }
 
 void call_replies::down(const caf::down_msg& m) {

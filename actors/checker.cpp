@@ -209,16 +209,17 @@ void send_lines(checker_ptr self) {
   self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
       .then(
           [self, replies](audit_ack& ack) {
-            for (auto& w : *replies) {
-              if (ack.error.empty()) w.rp.deliver(std::move(w.outcome));
-              else w.rp.deliver(audit_failed(w, ack.error));
+            {
+              answers_together<check_outcome, check_outcomes> answers;  // one message an asker
+              for (auto& w : *replies) answers.add(w.rp, ack.error.empty() ? std::move(w.outcome) : audit_failed(w, ack.error));
             }
             replies->clear();  // every one answered
             auto& spare = self->state.spare_replies;
             if (replies->capacity() > spare.capacity()) spare.swap(*replies);
           },
           [replies](caf::error&) {
-            for (auto& w : *replies) w.rp.deliver(audit_failed(w, "the audit writer is gone"));
+            answers_together<check_outcome, check_outcomes> answers;
+            for (auto& w : *replies) answers.add(w.rp, audit_failed(w, "the audit writer is gone"));
           });
 }
 

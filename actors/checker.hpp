@@ -52,11 +52,20 @@ struct check_outcome {
   std::uint64_t ticket = 0;  ///< the batch's ticket, when it was sent with one
 };
 
+/// Several answers to one asker, released together: the checks it sent with `send` and a
+/// ticket whose audit lines went to the writer in one append. One message instead of one per
+/// answer (actors/ticketed_promise.hpp, answers_together); whoever sends tickets takes it as it
+/// takes a check_outcome (call_replies::answered).
+struct check_outcomes {
+  std::vector<check_outcome> outcomes;
+};
+
 /// The checker's interface.
 using checker_actor = caf::typed_actor<
     /// session / supervisor → checker: decide and audit every check; replies allowed or the
     /// first denial (decided_by failure when the audit could not be written). Sent with
-    /// `send` and a ticket, the answer comes back as an ordinary message with the ticket.
+    /// `send` and a ticket, the answer comes back as an ordinary message with the ticket, or in
+    /// a check_outcomes with the other answers to the same asker released with it.
     caf::replies_to<check_atom, check_batch>::with<check_outcome>,
     /// permissions store → checker: use this snapshot from the next check on.
     caf::reacts_to<snapshot_atom, policy::snapshot_ptr>,
@@ -79,4 +88,5 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::check_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::check_outcome)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::check_outcomes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::policy::snapshot_ptr)

@@ -269,6 +269,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
           return rp;
         },
         [=](check_outcome& o) { self->state.replies.answered(o); },
+        [=](check_outcomes& os) { self->state.replies.answered(os); },
         [=](call_result& r) { self->state.replies.answered(r); },
     };
   }, std::move(config));

@@ -34,7 +34,8 @@ struct host_request {
 /// operation failed. It sends its checks and its operations with tickets; the answers come
 /// back as the other two messages (actors/call_replies.hpp).
 using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>::with<call_result>,
-                                        caf::reacts_to<check_outcome>, caf::reacts_to<call_result>>;
+                                        caf::reacts_to<check_outcome>, caf::reacts_to<check_outcomes>,
+                                        caf::reacts_to<call_result>>;
 
 /// What the host API needs to know about the session.
 struct host_api_config {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include <caf/actor_cast.hpp>
 #include <caf/local_actor.hpp>
@@ -58,10 +59,68 @@ class ticketed_promise {
   caf::typed_response_promise<T> handle() const { return rp_; }
 
  private:
+  template <class, class>
+  friend class answers_together;
+
   caf::typed_response_promise<T> rp_;
   caf::strong_actor_ptr self_;  // the answering actor (the sender of the answer); none: rp_ answers
   caf::strong_actor_ptr to_;    // the asker; reset once answered
   std::uint64_t ticket_ = 0;
+};
+
+/// Answers released together (the checker's, once an append of audit lines is written): one
+/// message to each asker, not one per answer. A ticketed answer is held with the others to the
+/// same asker and sent by send_all(), alone as a `T`, several as a `Many` (a struct holding a
+/// `std::vector<T>`, which the asker's behavior takes as it takes a `T`); a request's answer
+/// goes at once through CAF's promise. Whatever is held when this ends is sent then.
+template <class T, class Many>
+class answers_together {
+ public:
+  answers_together() = default;
+  answers_together(const answers_together&) = delete;
+  answers_together& operator=(const answers_together&) = delete;
+  ~answers_together() { send_all(); }
+
+  /// `p` counts as answered from here on (its destructor answers nothing more).
+  void add(ticketed_promise<T>& p, T&& answer) {
+    if (!p.self_ || !p.to_) return p.deliver(std::move(answer));  // a request; answered or anonymous
+    answer.ticket = p.ticket_;
+    if (!self_) self_ = p.self_;
+    group* g = nullptr;
+    // Answers to one asker usually come in a run: the last group first, then the others.
+    for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
+      if (it->to == p.to_) {
+        g = &*it;
+        break;
+      }
+    }
+    if (g == nullptr) g = &groups_.emplace_back(group{p.to_, {}});
+    g->answers.push_back(std::move(answer));
+    p.to_.reset();  // held here now: sent by send_all
+  }
+
+  /// Sends what is held: one message to each asker.
+  void send_all() {
+    if (groups_.empty()) return;
+    auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
+    for (group& g : groups_) {
+      if (g.answers.size() == 1)
+        g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(g.answers.front())),
+                      me->context());
+      else
+        g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}),
+                      me->context());
+    }
+    groups_.clear();
+  }
+
+ private:
+  struct group {
+    caf::strong_actor_ptr to;
+    std::vector<T> answers;
+  };
+  caf::strong_actor_ptr self_;  // the answering actor
+  std::vector<group> groups_;
 };
 
 }  // namespace dhara::actors

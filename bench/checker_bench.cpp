@@ -102,6 +102,7 @@ caf::behavior driver(driver_ptr self, actors::checker_actor checker, std::size_t
         return self->state.done;
       },
       [=](actors::check_outcome& o) { self->state.replies.answered(o); },
+      [=](actors::check_outcomes& os) { self->state.replies.answered(os); },
   };
 }
 

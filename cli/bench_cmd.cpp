@@ -283,6 +283,7 @@ caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker
         (*fire)();
       },
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
+      [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
       [self](actors::call_result& r) { self->state.replies.answered(r); },
   };
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -20,6 +21,7 @@ namespace {
 
 using go_atom = caf::atom_constant<caf::atom("go")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
+using together_atom = caf::atom_constant<caf::atom("together")>;
 
 // A stand-in checker that holds every check and, told to release them, answers the held ones
 // last first (allowed when the tool is `allowed_tool`), each with its ticket. (It takes an
@@ -43,6 +45,21 @@ caf::behavior holding_checker(caf::event_based_actor* self, std::string allowed_
           o.ticket = it->batch.ticket;
           self->send(it->to, std::move(o));
         }
+        all->clear();
+      },
+      // The same, in one message to each asker, as the real checker releases the answers of
+      // one audit append (the held ones in the order they came).
+      [=](together_atom) {
+        std::vector<std::pair<caf::actor, actors::check_outcomes>> by_asker;
+        for (auto& h : *all) {
+          if (by_asker.empty() || by_asker.back().first != h.to) by_asker.emplace_back(h.to, actors::check_outcomes{});
+          actors::check_outcome o;
+          o.allowed = h.batch.tool == allowed_tool;
+          o.reason = "for " + h.batch.tool_call_id;
+          o.ticket = h.batch.ticket;
+          by_asker.back().second.outcomes.push_back(std::move(o));
+        }
+        for (auto& [to, answers] : by_asker) self->send(to, std::move(answers));
         all->clear();
       },
   };
@@ -73,6 +90,7 @@ caf::behavior caller(caf::stateful_actor<caller_state>* self, caf::actor observe
         self->send(observer, std::string("sent, waiting ") + std::to_string(self->state.replies.waiting()));
       },
       [=](actors::check_outcome& o) { self->state.replies.answered(o); },
+      [=](actors::check_outcomes& os) { self->state.replies.answered(os); },
   };
 }
 
@@ -105,6 +123,20 @@ TEST_CASE_METHOD(rig, "answers find their calls by ticket in any order", "[runti
   actors::check_outcome stale;
   stale.ticket = 1;
   self->send(c, stale);
+  self->send(c, go_atom::value, checker, std::vector<std::string>{});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 0"});
+  for (auto a : {checker, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(rig, "answers that come together in one message each find their call", "[runtime][calls]") {
+  auto checker = sys.spawn(holding_checker, std::string("ok"));
+  auto c = sys.spawn(caller, caf::actor_cast<caf::actor>(self));
+  self->send(c, go_atom::value, checker, std::vector<std::string>{"ok-1", "no-2", "ok-3"});
+  CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 3"});
+  self->send(checker, together_atom::value);
+  CHECK(receive_lines(self, 3) ==
+        std::vector<std::string>{"ok-1 allowed: for ok-1", "no-2 denied: for no-2", "ok-3 allowed: for ok-3"});
+  // Handled, each call leaves the table: nothing is waited for any more.
   self->send(c, go_atom::value, checker, std::vector<std::string>{});
   CHECK(receive_lines(self, 1) == std::vector<std::string>{"sent, waiting 0"});
   for (auto a : {checker, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

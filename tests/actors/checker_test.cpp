@@ -2,6 +2,7 @@
 // serialized itself, except allowed checks that auditIgnorePatterns drop — never a denial.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,30 @@ struct writer_rig {
     writer = actors::spawn_audit_writer(sys, wc);
   }
 };
+
+// Receives the answers to `n` checks sent with tickets, alone or several in one message (the
+// checker releases the answers of one append together), and passes each to `take`; returns how
+// many messages brought them.
+template <class F>
+std::size_t receive_answers(caf::scoped_actor& self, std::size_t n, F take) {
+  std::size_t got = 0;
+  std::size_t messages = 0;
+  while (got < n) {
+    self->receive(
+        [&](actors::check_outcome& o) {
+          ++messages;
+          ++got;
+          take(o);
+        },
+        [&](actors::check_outcomes& os) {
+          ++messages;
+          got += os.outcomes.size();
+          for (auto& o : os.outcomes) take(o);
+        },
+        caf::after(20s) >> [&] { FAIL("only " << got << " of " << n << " checks were answered"); });
+  }
+  return messages;
+}
 
 std::vector<std::string> trail_call_ids(const testing::temp_home& home) {
   std::vector<std::string> ids;
@@ -204,6 +229,61 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE("answers released together reach each asker once, in one message per asker", "[runtime][audit]") {
+  testing::temp_home home;
+  writer_rig rig(home);
+  caf::scoped_actor other{rig.sys};
+  auto checker = actors::spawn_checker(rig.sys, testing::policy_fixture{}.compile(), rig.writer, {});
+  // Two askers send their checks interleaved, each with tickets 1..n of its own; every third
+  // check is denied. Each must get exactly its own answers, whatever message brings them.
+  constexpr std::size_t n = 256;
+  auto check = [](std::uint64_t ticket) {
+    actors::check_batch b = fetch(ticket % 3 == 0 ? "https://evil.test/" : "https://api.example.com/v1",
+                                  "c-" + std::to_string(ticket));
+    b.ticket = ticket;
+    return b;
+  };
+  for (std::uint64_t t = 1; t <= n; ++t) {
+    rig.self->send(checker, actors::check_atom::value, check(t));
+    other->send(checker, actors::check_atom::value, check(t));
+  }
+  for (caf::scoped_actor* asker : {&rig.self, &other}) {
+    std::vector<int> answers(n + 1, 0);
+    std::size_t wrong = 0;
+    const std::size_t messages = receive_answers(*asker, n, [&](actors::check_outcome& o) {
+      REQUIRE(o.ticket >= 1);
+      REQUIRE(o.ticket <= n);
+      ++answers[o.ticket];
+      wrong += o.allowed == (o.ticket % 3 == 0);
+    });
+    CHECK(std::count(answers.begin() + 1, answers.end(), 1) == static_cast<long>(n));
+    CHECK(wrong == 0);
+    // Sent faster than they are decided, the checks share appends, and so do their answers.
+    CHECK(messages < n);
+    // Nothing more comes for this asker.
+    bool more = false;
+    (*asker)->receive([&](actors::check_outcome&) { more = true; }, [&](actors::check_outcomes&) { more = true; },
+                      caf::after(50ms) >> [] {});
+    CHECK_FALSE(more);
+  }
+  // With the writer gone, every decision is a denial, still one per ticket.
+  caf::anon_send_exit(rig.writer, caf::exit_reason::user_shutdown);
+  rig.self->wait_for(rig.writer);
+  for (std::uint64_t t = 1; t <= n; ++t) rig.self->send(checker, actors::check_atom::value, check(t));
+  std::vector<int> answers(n + 1, 0);
+  std::size_t allowed = 0;
+  receive_answers(rig.self, n, [&](actors::check_outcome& o) {
+    REQUIRE(o.ticket >= 1);
+    REQUIRE(o.ticket <= n);
+    ++answers[o.ticket];
+    allowed += o.allowed;
+    if (o.ticket % 3 != 0) CHECK(o.decided_by == policy::decider::failure);
+  });
+  CHECK(std::count(answers.begin() + 1, answers.end(), 1) == static_cast<long>(n));
+  CHECK(allowed == 0);
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+}
+
 namespace {
 
 // A project on disk for path checks: src/a.ts, docs/, secrets/key (denied), and two links into
@@ -246,15 +326,11 @@ std::vector<actors::check_outcome> check_all_at_once(caf::scoped_actor& self, co
                                                      const std::vector<std::string>& paths) {
   for (std::size_t i = 0; i < paths.size(); ++i) self->send(checker, actors::check_atom::value, read_of(paths[i], i + 1));
   std::vector<actors::check_outcome> out(paths.size());
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    self->receive(
-        [&](actors::check_outcome& o) {
-          REQUIRE(o.ticket >= 1);
-          REQUIRE(o.ticket <= paths.size());
-          out[o.ticket - 1] = std::move(o);
-        },
-        caf::after(20s) >> [] { FAIL("a check was not answered"); });
-  }
+  receive_answers(self, paths.size(), [&](actors::check_outcome& o) {
+    REQUIRE(o.ticket >= 1);
+    REQUIRE(o.ticket <= paths.size());
+    out[o.ticket - 1] = std::move(o);
+  });
   return out;
 }
 
@@ -315,10 +391,7 @@ TEST_CASE("checks that came before a new snapshot are decided under the one befo
   rig.self->send(checker, actors::snapshot_atom::value, after);
   for (std::size_t i = n; i < 2 * n; ++i) rig.self->send(checker, actors::check_atom::value, read_of("src/a.ts", i + 1));
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < 2 * n; ++i) {
-    rig.self->receive([&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket <= n); },
-                      caf::after(20s) >> [] { FAIL("a check was not answered"); });
-  }
+  receive_answers(rig.self, 2 * n, [&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket <= n); });
   CHECK(wrong == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
@@ -349,9 +422,7 @@ TEST_CASE("checks that came before an approver are decided without it", "[runtim
   rig.self->send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
   for (std::size_t i = n; i < 2 * n; ++i) rig.self->send(checker, actors::check_atom::value, batch(i + 1));
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < 2 * n; ++i)
-    rig.self->receive([&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket > n); },
-                      caf::after(20s) >> [] { FAIL("a check was not answered"); });
+  receive_answers(rig.self, 2 * n, [&](actors::check_outcome& o) { wrong += o.allowed != (o.ticket > n); });
   CHECK(wrong == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(approver, caf::exit_reason::user_shutdown);
