@@ -211,6 +211,7 @@ void send_lines(checker_ptr self) {
           [self, replies](audit_ack& ack) {
             {
               answers_together<check_outcome, check_outcomes> answers;  // one message an asker
+              for (const auto& w : *replies) answers.expect(w.rp);
               for (auto& w : *replies) answers.add(w.rp, ack.error.empty() ? std::move(w.outcome) : audit_failed(w, ack.error));
             }
             replies->clear();  // every one answered

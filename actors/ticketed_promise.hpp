@@ -81,21 +81,21 @@ class answers_together {
   answers_together& operator=(const answers_together&) = delete;
   ~answers_together() { send_all(); }
 
+  /// Counts an answer `p` will get through add(), so that each asker's answers are moved once
+  /// into room made for all of them (optional; a vector grown one answer at a time moved
+  /// each answer about twice).
+  void expect(const ticketed_promise<T>& p) {
+    if (p.self_ && p.to_) ++group_of(p.to_).expected;
+  }
+
   /// `p` counts as answered from here on (its destructor answers nothing more).
   void add(ticketed_promise<T>& p, T&& answer) {
     if (!p.self_ || !p.to_) return p.deliver(std::move(answer));  // a request; answered or anonymous
     answer.ticket = p.ticket_;
     if (!self_) self_ = p.self_;
-    group* g = nullptr;
-    // Answers to one asker usually come in a run: the last group first, then the others.
-    for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
-      if (it->to == p.to_) {
-        g = &*it;
-        break;
-      }
-    }
-    if (g == nullptr) g = &groups_.emplace_back(group{p.to_, {}});
-    g->answers.push_back(std::move(answer));
+    group& g = group_of(p.to_);
+    if (g.answers.empty()) g.answers.reserve(g.expected);
+    g.answers.push_back(std::move(answer));
     p.to_.reset();  // held here now: sent by send_all
   }
 
@@ -104,6 +104,7 @@ class answers_together {
     if (groups_.empty()) return;
     auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
     for (group& g : groups_) {
+      if (g.answers.empty()) continue;  // expected, never added
       if (g.answers.size() == 1)
         g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(g.answers.front())),
                       me->context());
@@ -118,7 +119,16 @@ class answers_together {
   struct group {
     caf::strong_actor_ptr to;
     std::vector<T> answers;
+    std::size_t expected = 0;
   };
+
+  group& group_of(const caf::strong_actor_ptr& to) {
+    // Answers to one asker usually come in a run: the last group first, then the others.
+    for (auto it = groups_.rbegin(); it != groups_.rend(); ++it)
+      if (it->to == to) return *it;
+    return groups_.emplace_back(group{to, {}, 0});
+  }
+
   caf::strong_actor_ptr self_;  // the answering actor
   std::vector<group> groups_;
 };
