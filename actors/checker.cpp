@@ -212,7 +212,10 @@ void send_lines(checker_ptr self) {
             {
               answers_together<check_outcome, check_outcomes> answers;  // one message an asker
               for (const auto& w : *replies) answers.expect(w.rp);
-              for (auto& w : *replies) answers.add(w.rp, ack.error.empty() ? std::move(w.outcome) : audit_failed(w, ack.error));
+              for (auto& w : *replies) {
+                if (ack.error.empty()) answers.add(w.rp, std::move(w.outcome));
+                else answers.add(w.rp, audit_failed(w, ack.error));
+              }
             }
             replies->clear();  // every one answered
             auto& spare = self->state.spare_replies;
