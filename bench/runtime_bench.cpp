@@ -2,12 +2,14 @@
 //  - round trip to the native echo extension: a raw libuv pipe (the physical limit here)
 //    versus a call through dhara (actor → supervisor → io thread → extension and back);
 //  - calls/s with 16 calls in flight, raw versus dhara;
-//  - start time of 50 node and 100 native extensions (all in parallel);
+//  - start time of 50 node and 100 native extensions (all in parallel), next to the same
+//    processes started bare, without dhara or a sandbox;
 //  - dhara's peak RSS with 100 extensions (the dhara binary, measured by the kernel).
 // Usage: dhara_bench_runtime [round_trips]
 // A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
 // round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -252,6 +255,86 @@ double start_extensions(caf::actor_system& sys, const std::string& kind, int n) 
   return secs;
 }
 
+// The same fleet without dhara: `argv` started n times at once in `folder`, each sent the
+// initialize request dhara sends, timed until every one has answered a line. No sandbox, no
+// supervisor (the scheduling policy and the environment are dhara's): what starting the runtime itself costs on this machine (node's start-up is
+// ~0.1 s of CPU a process here), the floor of the start-time row, measured in the same run.
+double raw_fleet_start(const std::string& folder, const std::vector<std::string>& argv, int n) {
+  // The environment dhara gives an extension (the user's NODE_EXTRA_CA_CERTS, say, would
+  // make each node read a file of certificates first).
+  std::vector<std::string> env = broker::extension_environment("echo", false, environ);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  struct child {
+    pid_t pid = -1;
+    int out = -1;
+    bool answered = false;
+  };
+  static const std::string init =
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"tools":true},"config":{}}})" "\n";
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<child> kids(static_cast<std::size_t>(n));
+  std::vector<int> ins;
+  const auto t0 = clk::now();
+  for (child& k : kids) {
+    int to[2], from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) std::abort();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addchdir_np(&fa, folder.c_str());
+    // Scheduled SCHED_BATCH, as dhara-launch schedules an extension (with 50 starting at once,
+    // it halves the preemptions between them).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sched_param none{};
+    posix_spawnattr_setschedpolicy(&attr, SCHED_BATCH);
+    posix_spawnattr_setschedparam(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSCHEDULER);
+    if (::posix_spawnp(&k.pid, args[0], &fa, &attr, args.data(), envp.data()) != 0) std::abort();
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(to[0]);
+    ::close(from[1]);
+    if (::write(to[1], init.data(), init.size()) != static_cast<ssize_t>(init.size())) std::abort();
+    ins.push_back(to[1]);
+    k.out = from[0];
+  }
+  std::size_t left = kids.size();
+  char chunk[4096];
+  while (left > 0) {
+    std::vector<pollfd> fds;
+    for (const child& k : kids)
+      if (!k.answered) fds.push_back({k.out, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 30000) <= 0) std::abort();  // none answered in 30 s
+    for (const pollfd& f : fds) {
+      if (f.revents == 0) continue;
+      for (child& k : kids) {
+        if (k.out != f.fd) continue;
+        const ssize_t got = ::read(k.out, chunk, sizeof chunk);
+        if (got <= 0) std::abort();  // ended without answering
+        if (std::memchr(chunk, '\n', static_cast<std::size_t>(got)) != nullptr) {
+          k.answered = true;
+          --left;
+        }
+      }
+    }
+  }
+  const double secs = std::chrono::duration<double>(clk::now() - t0).count();
+  for (int fd : ins) ::close(fd);  // EOF: each echo ends
+  for (child& k : kids) {
+    ::close(k.out);
+    int status = 0;
+    ::waitpid(k.pid, &status, 0);
+  }
+  return secs;
+}
+
 constexpr const char* usage =
     "usage: dhara_bench_runtime [round_trips]\n"
     "  round_trips: how many round trips each side measures, a whole number from 100 to 100000000\n"
@@ -334,6 +417,8 @@ int main(int argc, char** argv) {
 
   double node50 = start_extensions(sys, "echo-node", 50);
   double native100 = start_extensions(sys, "echo-native", 100);
+  double raw_node50 = raw_fleet_start(home.add_extension("echo-node").string(), {"node", "index.js"}, 50);
+  double raw_native100 = raw_fleet_start(folder.string(), {exe}, 100);
   double rss_100 = dhara_max_rss_mib(100);
 
   std::printf("== runtime (ratios against baselines measured in this run) ==\n");
@@ -342,7 +427,10 @@ int main(int argc, char** argv) {
               dh_rt.p50, dh_rt.p99, dh_rt.p50 / raw_rt.p50);
   std::printf("16 in flight, calls/s     raw %.0f   dhara %.0f   (%.0f%% of raw)\n", raw_tput, dh_tput, 100 * dh_tput / raw_tput);
   std::printf("start 50 node extensions  %.2f s (target <= 1.5 s; TS Dhara 3.9 s sequential)\n", node50);
-  std::printf("start 100 native          %.2f s\n", native100);
+  std::printf("  the same 50 node processes started bare (no dhara, no sandbox) %.2f s; dhara %.2fx that\n", raw_node50,
+              node50 / raw_node50);
+  std::printf("start 100 native          %.2f s; started bare %.2f s; dhara %.2fx that\n", native100, raw_native100,
+              native100 / raw_native100);
   std::printf("dhara max RSS, 100 ext.   %.1f MiB (`dhara extensions list`; target <= 30 MiB)\n", rss_100);
   return 0;
 }
