@@ -9,6 +9,7 @@
 // A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
 // round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <sched.h>
 #include <spawn.h>
@@ -17,6 +18,7 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -259,7 +261,12 @@ double start_extensions(caf::actor_system& sys, const std::string& kind, int n) 
 // initialize request dhara sends, timed until every one has answered a line. No sandbox, no
 // supervisor (the scheduling policy and the environment are dhara's): what starting the runtime itself costs on this machine (node's start-up is
 // ~0.1 s of CPU a process here), the floor of the start-time row, measured in the same run.
-double raw_fleet_start(const std::string& folder, const std::vector<std::string>& argv, int n) {
+struct fleet_start {
+  double secs = 0;
+  std::string failure;  // empty: measured
+};
+
+fleet_start raw_fleet_start(const std::string& folder, const std::vector<std::string>& argv, int n) {
   // The environment dhara gives an extension (the user's NODE_EXTRA_CA_CERTS, say, would
   // make each node read a file of certificates first).
   std::vector<std::string> env = broker::extension_environment("echo", false, environ);
@@ -268,6 +275,7 @@ double raw_fleet_start(const std::string& folder, const std::vector<std::string>
   envp.push_back(nullptr);
   struct child {
     pid_t pid = -1;
+    int in = -1;
     int out = -1;
     bool answered = false;
   };
@@ -276,12 +284,21 @@ double raw_fleet_start(const std::string& folder, const std::vector<std::string>
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  std::vector<child> kids(static_cast<std::size_t>(n));
-  std::vector<int> ins;
+  std::vector<child> kids;
+  fleet_start out;
   const auto t0 = clk::now();
-  for (child& k : kids) {
+  for (int i = 0; i < n && out.failure.empty(); ++i) {
     int to[2], from[2];
-    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) std::abort();
+    if (::pipe2(to, O_CLOEXEC) != 0) {
+      out.failure = std::string("no pipe: ") + std::strerror(errno);
+      break;
+    }
+    if (::pipe2(from, O_CLOEXEC) != 0) {
+      out.failure = std::string("no pipe: ") + std::strerror(errno);
+      ::close(to[0]);
+      ::close(to[1]);
+      break;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, to[0], 0);
@@ -296,28 +313,45 @@ double raw_fleet_start(const std::string& folder, const std::vector<std::string>
     posix_spawnattr_setschedpolicy(&attr, SCHED_BATCH);
     posix_spawnattr_setschedparam(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSCHEDULER);
-    if (::posix_spawnp(&k.pid, args[0], &fa, &attr, args.data(), envp.data()) != 0) std::abort();
+    child k;
+    const int rc = ::posix_spawnp(&k.pid, args[0], &fa, &attr, args.data(), envp.data());
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     ::close(to[0]);
     ::close(from[1]);
-    if (::write(to[1], init.data(), init.size()) != static_cast<ssize_t>(init.size())) std::abort();
-    ins.push_back(to[1]);
+    k.in = to[1];
     k.out = from[0];
+    if (rc != 0) {
+      out.failure = "cannot start " + argv.front() + ": " + std::strerror(rc);
+      ::close(k.in);
+      ::close(k.out);
+      break;
+    }
+    kids.push_back(k);
+    if (::write(k.in, init.data(), init.size()) != static_cast<ssize_t>(init.size()))
+      out.failure = argv.front() + " did not take its initialize request";
   }
   std::size_t left = kids.size();
   char chunk[4096];
-  while (left > 0) {
+  while (out.failure.empty() && left > 0) {
     std::vector<pollfd> fds;
     for (const child& k : kids)
       if (!k.answered) fds.push_back({k.out, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), 30000) <= 0) std::abort();  // none answered in 30 s
+    const int ready = ::poll(fds.data(), fds.size(), 30000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      out.failure = std::to_string(left) + " of them did not answer within 30 s";
+      break;
+    }
     for (const pollfd& f : fds) {
       if (f.revents == 0) continue;
       for (child& k : kids) {
         if (k.out != f.fd) continue;
         const ssize_t got = ::read(k.out, chunk, sizeof chunk);
-        if (got <= 0) std::abort();  // ended without answering
+        if (got <= 0) {
+          out.failure = argv.front() + " ended without answering its initialize request";
+          break;
+        }
         if (std::memchr(chunk, '\n', static_cast<std::size_t>(got)) != nullptr) {
           k.answered = true;
           --left;
@@ -325,14 +359,28 @@ double raw_fleet_start(const std::string& folder, const std::vector<std::string>
       }
     }
   }
-  const double secs = std::chrono::duration<double>(clk::now() - t0).count();
-  for (int fd : ins) ::close(fd);  // EOF: each echo ends
+  out.secs = std::chrono::duration<double>(clk::now() - t0).count();
+  for (child& k : kids) {
+    ::close(k.in);  // EOF: each echo ends
+    if (!out.failure.empty()) ::kill(k.pid, SIGKILL);
+  }
   for (child& k : kids) {
     ::close(k.out);
     int status = 0;
     ::waitpid(k.pid, &status, 0);
   }
-  return secs;
+  return out;
+}
+
+// "<dhara> s; started bare <raw> s; dhara <ratio>x that", or why the bare start was not measured.
+std::string against_bare(double dhara_secs, const fleet_start& bare) {
+  char text[160];
+  if (!bare.failure.empty())
+    std::snprintf(text, sizeof text, "%.2f s; the bare start was not measured (%s)", dhara_secs, bare.failure.c_str());
+  else
+    std::snprintf(text, sizeof text, "%.2f s; started bare %.2f s; dhara %.2fx that", dhara_secs, bare.secs,
+                  dhara_secs / bare.secs);
+  return text;
 }
 
 constexpr const char* usage =
@@ -417,8 +465,8 @@ int main(int argc, char** argv) {
 
   double node50 = start_extensions(sys, "echo-node", 50);
   double native100 = start_extensions(sys, "echo-native", 100);
-  double raw_node50 = raw_fleet_start(home.add_extension("echo-node").string(), {"node", "index.js"}, 50);
-  double raw_native100 = raw_fleet_start(folder.string(), {exe}, 100);
+  const fleet_start raw_node50 = raw_fleet_start(home.add_extension("echo-node").string(), {"node", "index.js"}, 50);
+  const fleet_start raw_native100 = raw_fleet_start(folder.string(), {exe}, 100);
   double rss_100 = dhara_max_rss_mib(100);
 
   std::printf("== runtime (ratios against baselines measured in this run) ==\n");
@@ -426,11 +474,10 @@ int main(int argc, char** argv) {
   std::printf("                          dhara     p50 %6.1f us  p99 %6.1f us   p50 ratio %.2fx (target <= 2x)\n",
               dh_rt.p50, dh_rt.p99, dh_rt.p50 / raw_rt.p50);
   std::printf("16 in flight, calls/s     raw %.0f   dhara %.0f   (%.0f%% of raw)\n", raw_tput, dh_tput, 100 * dh_tput / raw_tput);
-  std::printf("start 50 node extensions  %.2f s (target <= 1.5 s; TS Dhara 3.9 s sequential)\n", node50);
-  std::printf("  the same 50 node processes started bare (no dhara, no sandbox) %.2f s; dhara %.2fx that\n", raw_node50,
-              node50 / raw_node50);
-  std::printf("start 100 native          %.2f s; started bare %.2f s; dhara %.2fx that\n", native100, raw_native100,
-              native100 / raw_native100);
+  std::printf("start 50 node extensions  %s\n", against_bare(node50, raw_node50).c_str());
+  std::printf("  (target <= 1.5 s; TS Dhara 3.9 s sequential; bare: the same processes with dhara's environment and\n"
+              "  scheduling policy, without dhara or a sandbox)\n");
+  std::printf("start 100 native          %s\n", against_bare(native100, raw_native100).c_str());
   std::printf("dhara max RSS, 100 ext.   %.1f MiB (`dhara extensions list`; target <= 30 MiB)\n", rss_100);
   return 0;
 }
