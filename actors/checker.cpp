@@ -210,7 +210,7 @@ void send_lines(checker_ptr self) {
       .then(
           [self, replies](audit_ack& ack) {
             {
-              answers_together<check_outcome, check_outcomes> answers;  // one message an asker
+              answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
               for (const auto& w : *replies) answers.expect(w.rp);
               for (auto& w : *replies) {
                 if (ack.error.empty()) answers.add(w.rp, std::move(w.outcome));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -21,7 +22,8 @@ namespace dhara::actors {
 /// response promise, which CAF matches itself. A message sent with `send` and a ticket is answered
 /// with an ordinary message to its sender, stamped with the ticket: one allocation for the
 /// answer, where CAF's promise makes a message and then a mailbox element around it. Every
-/// answer goes through here, so no path can forget the ticket.
+/// answer goes through here or through answers_together (below), which stamp the ticket, so
+/// no path can forget it.
 template <class T>
 class ticketed_promise {
  public:
@@ -68,8 +70,8 @@ class ticketed_promise {
   std::uint64_t ticket_ = 0;
 };
 
-/// Answers released together (the checker's, once an append of audit lines is written): one
-/// message to each asker, not one per answer. A ticketed answer is held with the others to the
+/// Answers released together (the checker's, once an append of audit lines is written; a
+/// supervisor's, for the replies of one read): one message to each asker, not one per answer. A ticketed answer is held with the others to the
 /// same asker and sent by send_all(), alone as a `T`, several as a `Many` (a struct holding a
 /// `std::vector<T>`, which the asker's behavior takes as it takes a `T`); a request's answer
 /// goes at once through CAF's promise. Whatever is held when this ends is sent then.
@@ -77,9 +79,24 @@ template <class T, class Many>
 class answers_together {
  public:
   answers_together() = default;
+  /// `hint`: how many answers an asker's group makes room for when none were expect()ed.
+  explicit answers_together(std::size_t hint) : hint_(hint) {}
   answers_together(const answers_together&) = delete;
   answers_together& operator=(const answers_together&) = delete;
-  ~answers_together() { send_all(); }
+  // Sends what is held. A failure to send (memory) propagates and ends the answering actor,
+  // whose askers watch it: the calls not answered are told it went down, and fail closed. While
+  // another exception unwinds, the held answers are sent as far as they can be, and the same
+  // holds for the rest.
+  ~answers_together() noexcept(false) {
+    if (std::uncaught_exceptions() > unwinding_) {
+      try {
+        send_all();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the actor ends already, see above
+      }
+      return;
+    }
+    send_all();
+  }
 
   /// Counts an answer `p` will get through add(), so that each asker's answers are moved once
   /// into room made for all of them (optional; a vector grown one answer at a time moved
@@ -94,16 +111,19 @@ class answers_together {
     answer.ticket = p.ticket_;
     if (!self_) self_ = p.self_;
     group& g = group_of(p.to_);
-    if (g.answers.empty()) g.answers.reserve(g.expected);
+    if (g.answers.empty()) g.answers.reserve(g.expected > 0 ? g.expected : hint_);
     g.answers.push_back(std::move(answer));
     p.to_.reset();  // held here now: sent by send_all
   }
 
-  /// Sends what is held: one message to each asker.
+  /// Sends what is held: one message to each asker. A group is forgotten once it is sent, so
+  /// nothing is sent twice should this be called again after a failure.
   void send_all() {
     if (groups_.empty()) return;
     auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
-    for (group& g : groups_) {
+    while (!groups_.empty()) {
+      group g = std::move(groups_.back());
+      groups_.pop_back();
       if (g.answers.empty()) continue;  // expected, never added
       if (g.answers.size() == 1)
         g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(g.answers.front())),
@@ -112,7 +132,6 @@ class answers_together {
         g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}),
                       me->context());
     }
-    groups_.clear();
   }
 
  private:
@@ -131,6 +150,8 @@ class answers_together {
 
   caf::strong_actor_ptr self_;  // the answering actor
   std::vector<group> groups_;
+  std::size_t hint_ = 0;
+  int unwinding_ = std::uncaught_exceptions();  // exceptions in flight when this was made
 };
 
 }  // namespace dhara::actors

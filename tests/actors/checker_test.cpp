@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -229,13 +230,27 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
 
+// An audit sink that writes nothing and says so: every append is answered with `why`.
+actors::audit_sink_actor failing_sink(caf::actor_system& sys, std::string why) {
+  return sys.spawn(
+      [](actors::audit_sink_actor::pointer, std::string error) -> actors::audit_sink_actor::behavior_type {
+        return {
+            [=](actors::append_atom, policy::audit_lines&) { return actors::audit_ack{0, error}; },
+            [=](actors::append_atom, std::vector<policy::audit_entry>&) { return actors::audit_ack{0, error}; },
+        };
+      },
+      std::move(why));
+}
+
 TEST_CASE("answers released together reach each asker once, in one message per asker", "[runtime][audit]") {
   testing::temp_home home;
   writer_rig rig(home);
   caf::scoped_actor other{rig.sys};
+  caf::scoped_actor requester{rig.sys};
   auto checker = actors::spawn_checker(rig.sys, testing::policy_fixture{}.compile(), rig.writer, {});
-  // Two askers send their checks interleaved, each with tickets 1..n of its own; every third
-  // check is denied. Each must get exactly its own answers, whatever message brings them.
+  // Two askers send their checks interleaved, tickets 1..n and n+1..2n, every third denied, and
+  // a third asks by `request` among them. Each must get exactly its own answers, whatever
+  // message brings them. (The sends outpace the checker by far, so checks share appends.)
   constexpr std::size_t n = 256;
   auto check = [](std::uint64_t ticket) {
     actors::check_batch b = fetch(ticket % 3 == 0 ? "https://evil.test/" : "https://api.example.com/v1",
@@ -243,45 +258,81 @@ TEST_CASE("answers released together reach each asker once, in one message per a
     b.ticket = ticket;
     return b;
   };
+  std::vector<decltype(requester->request(checker, 10s, actors::check_atom::value, check(1)))> requests;
   for (std::uint64_t t = 1; t <= n; ++t) {
     rig.self->send(checker, actors::check_atom::value, check(t));
-    other->send(checker, actors::check_atom::value, check(t));
+    other->send(checker, actors::check_atom::value, check(n + t));
+    if (t % 64 == 0) requests.push_back(requester->request(checker, 10s, actors::check_atom::value, check(5000 + t)));
   }
-  for (caf::scoped_actor* asker : {&rig.self, &other}) {
-    std::vector<int> answers(n + 1, 0);
+  const std::vector<std::pair<caf::scoped_actor*, std::uint64_t>> askers = {{&rig.self, 0}, {&other, n}};
+  for (const auto& [asker, first] : askers) {
+    std::vector<int> answers(n, 0);
     std::size_t wrong = 0;
-    const std::size_t messages = receive_answers(*asker, n, [&](actors::check_outcome& o) {
-      REQUIRE(o.ticket >= 1);
-      REQUIRE(o.ticket <= n);
-      ++answers[o.ticket];
+    const std::size_t messages = receive_answers(*asker, n, [&, first = first](actors::check_outcome& o) {
+      REQUIRE(o.ticket > first);  // its own tickets, and no other asker's
+      REQUIRE(o.ticket <= first + n);
+      ++answers[o.ticket - first - 1];
       wrong += o.allowed == (o.ticket % 3 == 0);
     });
-    CHECK(std::count(answers.begin() + 1, answers.end(), 1) == static_cast<long>(n));
+    CHECK(std::count(answers.begin(), answers.end(), 1) == static_cast<long>(n));
     CHECK(wrong == 0);
-    // Sent faster than they are decided, the checks share appends, and so do their answers.
-    CHECK(messages < n);
-    // Nothing more comes for this asker.
+    CHECK(messages < n);  // answers released together came together
     bool more = false;
     (*asker)->receive([&](actors::check_outcome&) { more = true; }, [&](actors::check_outcomes&) { more = true; },
                       caf::after(50ms) >> [] {});
     CHECK_FALSE(more);
   }
+  // The requests are answered as requests, one each, with their tickets.
+  for (auto& h : requests) {
+    bool answered = false;
+    h.receive([&](actors::check_outcome& o) { answered = o.ticket > 5000 && o.allowed == (o.ticket % 3 != 0); },
+              [&](caf::error& e) { FAIL("a request was not answered: " << rig.sys.render(e)); });
+    CHECK(answered);
+  }
   // With the writer gone, every decision is a denial, still one per ticket.
   caf::anon_send_exit(rig.writer, caf::exit_reason::user_shutdown);
   rig.self->wait_for(rig.writer);
   for (std::uint64_t t = 1; t <= n; ++t) rig.self->send(checker, actors::check_atom::value, check(t));
-  std::vector<int> answers(n + 1, 0);
+  std::vector<int> answers(n, 0);
   std::size_t allowed = 0;
   receive_answers(rig.self, n, [&](actors::check_outcome& o) {
     REQUIRE(o.ticket >= 1);
     REQUIRE(o.ticket <= n);
-    ++answers[o.ticket];
+    ++answers[o.ticket - 1];
     allowed += o.allowed;
     if (o.ticket % 3 != 0) CHECK(o.decided_by == policy::decider::failure);
   });
-  CHECK(std::count(answers.begin() + 1, answers.end(), 1) == static_cast<long>(n));
+  CHECK(std::count(answers.begin(), answers.end(), 1) == static_cast<long>(n));
   CHECK(allowed == 0);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("answers whose audit append failed are denied together, each once, naming why", "[runtime][audit]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  auto sink = failing_sink(sys, "the disk is full");
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
+  constexpr std::size_t n = 256;
+  for (std::uint64_t t = 1; t <= n; ++t) {
+    actors::check_batch b = fetch("https://api.example.com/v1", "c-" + std::to_string(t));
+    b.ticket = t;
+    self->send(checker, actors::check_atom::value, std::move(b));
+  }
+  std::vector<int> answers(n, 0);
+  std::size_t wrong = 0;
+  const std::size_t messages = receive_answers(self, n, [&](actors::check_outcome& o) {
+    REQUIRE(o.ticket >= 1);
+    REQUIRE(o.ticket <= n);
+    ++answers[o.ticket - 1];
+    wrong += o.allowed || o.decided_by != policy::decider::failure || o.reason != "the disk is full" ||
+             o.capability != "network:fetch";
+  });
+  CHECK(std::count(answers.begin(), answers.end(), 1) == static_cast<long>(n));
+  CHECK(wrong == 0);
+  CHECK(messages < n);
+  for (auto a : {caf::actor_cast<caf::actor>(checker), caf::actor_cast<caf::actor>(sink)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 namespace {
