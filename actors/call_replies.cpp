@@ -46,6 +46,9 @@ void call_replies::answered(check_outcomes& os) {
   for (check_outcome& o : os.outcomes) answer(checks_, o, max_spare_nodes);
 }
 void call_replies::answered(call_result& r) { answer(results_, r, max_spare_nodes); }
+void call_replies::answered(call_results& rs) {
+  for (call_result& r : rs.results) answer(results_, r, max_spare_nodes);
+}
 
 void call_replies::down(const caf::down_msg& m) {
   watched_.erase(m.source);

@@ -8,7 +8,7 @@
 // A message to an actor that is gone is dropped, not answered, so the table watches (monitors)
 // every actor it waits on: when one goes down, each call waiting on it is told, with the reason.
 // The caller's state holds one `call_replies replies;`, and its behavior passes it the answers
-// (`check_outcome`, `check_outcomes`, `call_result`) and its down messages.
+// (`check_outcome`, `check_outcomes`, `call_result`, `call_results`) and its down messages.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,7 @@ class call_replies {
   void answered(check_outcome& o);
   void answered(check_outcomes& os);  ///< several, released together: each as if alone
   void answered(call_result& r);
+  void answered(call_results& rs);    ///< several, released together: each as if alone
 
   /// An actor went down: every call still waiting on it is told, with the reason.
   void down(const caf::down_msg& m);

@@ -95,6 +95,9 @@ struct supervisor_state {
   std::string outbox;
   std::uint64_t outbox_proc = 0;  // the process they are for
   bool outbox_scheduled = false;  // a wflush is in the mailbox
+  // While the replies of one read are handled: their results, sent to each asker together
+  // when the read's lines are done (null otherwise: a result goes at once).
+  answers_together<call_result, call_results>* together = nullptr;
   static inline const char* name = "extension_supervisor";
 };
 
@@ -305,7 +308,9 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
   st.cancelled.erase(id);  // a late answer to a cancelled call stops its kill chain
   auto it = st.calls.find(id);
   if (it == st.calls.end()) return;  // unknown or duplicate id: nothing waits for it
-  it->second.rp.deliver(std::move(outcome));  // the result moves on: no copy of its document
+  // The result moves on: no copy of its document.
+  if (st.together != nullptr) st.together->add(it->second.rp, std::move(outcome));
+  else it->second.rp.deliver(std::move(outcome));
   forget_call(self, it);
 }
 
@@ -474,6 +479,14 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           auto& s = self->state;
           if (gen != s.gen) return;
           if (s.credit->consumed()) s.loop->resume_reading(s.proc_id);
+          // The results of these lines go to each asker in one message, once all are read
+          // (however the loop ends: `answers` sends what it holds when it goes).
+          answers_together<call_result, call_results> answers(lines.size());
+          s.together = &answers;
+          struct unset {
+            supervisor_state& st;
+            ~unset() { st.together = nullptr; }
+          } unset_together{s};
           for (const std::string& line : lines) {
             auto msg = io::parse_rpc(line);
             if (!msg) {

@@ -50,6 +50,14 @@ struct call_result {
   std::uint64_t ticket = 0;         ///< the tool_call's ticket, when it was sent with one
 };
 
+/// Several results to one asker, released together: the calls it sent with `send` and a
+/// ticket whose replies came in one read of the extension's output. One message instead of
+/// one per result (actors/ticketed_promise.hpp, answers_together); whoever sends tickets takes
+/// it as it takes a call_result (call_replies::answered).
+struct call_results {
+  std::vector<call_result> results;
+};
+
 /// A failed call: a JSON-RPC error code, its sentence, and optional data.
 inline call_result call_error(int code, std::string message, nlohmann::json data = nullptr) {
   return {false, nullptr, code, std::move(message), std::move(data)};
@@ -74,6 +82,7 @@ struct extension_info {
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::tool_call)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::call_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::call_results)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::extension_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::io::process_exit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(nlohmann::json)

@@ -101,7 +101,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
   using driver_actor =
       caf::typed_actor<caf::replies_to<run_atom>::with<batch_summary>, caf::reacts_to<interrupt_atom>,
                        caf::reacts_to<actors::check_outcome>, caf::reacts_to<actors::check_outcomes>,
-                       caf::reacts_to<actors::call_result>>;
+                       caf::reacts_to<actors::call_result>, caf::reacts_to<actors::call_results>>;
   // Each result is written as soon as its call finishes, by a thread of its own: a reader that
   // stops reading holds no actor (nor the io thread, which may run the driver). Declared
   // before the driver, so every line is written before run_batch returns.
@@ -189,6 +189,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
         [self](actors::check_outcome& o) { self->state.replies.answered(o); },
         [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
         [self](actors::call_result& r) { self->state.replies.answered(r); },
+        [self](actors::call_results& rs) { self->state.replies.answered(rs); },
     };
   }, std::move(calls));
 

@@ -347,6 +347,7 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
       [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
       [self](actors::call_result& r) { self->state.replies.answered(r); },
+      [self](actors::call_results& rs) { self->state.replies.answered(rs); },
       // A human decision is needed: the client is asked, the asker waits for its answer.
       [self](actors::question_atom, actors::hitl_question& q) -> caf::typed_response_promise<actors::hitl_answer> {
         auto& st = self->state;

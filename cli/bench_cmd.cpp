@@ -285,6 +285,7 @@ caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
       [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
       [self](actors::call_result& r) { self->state.replies.answered(r); },
+      [self](actors::call_results& rs) { self->state.replies.answered(rs); },
   };
 }
 

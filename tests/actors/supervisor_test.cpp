@@ -508,3 +508,47 @@ TEST_CASE_METHOD(runtime_fixture, "a call sent with a ticket is answered with it
   CHECK(second.ticket == 8);
   stop(sup);
 }
+
+TEST_CASE_METHOD(runtime_fixture, "the results of one read reach their asker together, each once", "[runtime][supervisor]") {
+  auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-native"));
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  // Sent at once, the calls are written together and the echo's replies pile up in the pipe:
+  // a read brings several, whose results come in one call_results.
+  constexpr std::size_t n = 256;
+  for (std::size_t t = 1; t <= n; ++t) {
+    actors::tool_call c = call_of("c-" + std::to_string(t), "echo", {{"text", "t" + std::to_string(t)}});
+    c.ticket = t;
+    self->send(sup, actors::execute_atom::value, c);
+  }
+  std::vector<int> answers(n, 0);
+  std::size_t wrong = 0;
+  std::size_t got = 0;
+  std::size_t messages = 0;
+  auto take = [&](actors::call_result& r) {
+    REQUIRE(r.ticket >= 1);
+    REQUIRE(r.ticket <= n);
+    ++answers[r.ticket - 1];
+    wrong += !r.ok || text_of(r) != "t" + std::to_string(r.ticket);
+    ++got;
+  };
+  while (got < n) {
+    self->receive(
+        [&](actors::call_result& r) {
+          ++messages;
+          take(r);
+        },
+        [&](actors::call_results& rs) {
+          ++messages;
+          for (auto& r : rs.results) take(r);
+        },
+        caf::after(15s) >> [&] { FAIL("only " << got << " of " << n << " calls were answered"); });
+  }
+  CHECK(std::count(answers.begin(), answers.end(), 1) == static_cast<long>(n));
+  CHECK(wrong == 0);
+  CHECK(messages < n);
+  bool more = false;
+  self->receive([&](actors::call_result&) { more = true; }, [&](actors::call_results&) { more = true; },
+                caf::after(50ms) >> [] {});
+  CHECK_FALSE(more);
+  stop(sup);
+}
