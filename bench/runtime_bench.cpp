@@ -33,6 +33,7 @@
 
 #include "actors/scheduler.hpp"
 #include "broker/extension_host.hpp"
+#include "io/piped_child.hpp"
 #include "support/extension_fixture.hpp"
 
 using namespace dhara;
@@ -257,14 +258,17 @@ double start_extensions(caf::actor_system& sys, const std::string& kind, int n) 
   return secs;
 }
 
-// The same fleet without dhara: `argv` started n times at once in `folder`, each sent the
-// initialize request dhara sends, timed until every one has answered a line. No sandbox, no
-// supervisor (the scheduling policy and the environment are dhara's): what starting the runtime itself costs on this machine (node's start-up is
-// ~0.1 s of CPU a process here), the floor of the start-time row, measured in the same run.
+// How long a fleet took to start, or why it was not measured.
 struct fleet_start {
   double secs = 0;
   std::string failure;  // empty: measured
 };
+
+// The same fleet without dhara: `argv` started n times at once in `folder`, each sent the
+// initialize request dhara sends, timed until every one has answered a line. No sandbox, no
+// supervisor; the scheduling policy and the environment are dhara's (io/piped_child.hpp). What
+// starting the runtime itself costs on this machine (node's start-up is ~0.1 s of CPU a process
+// here): the floor of the start-time row, measured in the same run.
 
 fleet_start raw_fleet_start(const std::string& folder, const std::vector<std::string>& argv, int n) {
   // The environment dhara gives an extension (the user's NODE_EXTRA_CA_CERTS, say, would
@@ -281,54 +285,17 @@ fleet_start raw_fleet_start(const std::string& folder, const std::vector<std::st
   };
   static const std::string init =
       R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"tools":true},"config":{}}})" "\n";
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   std::vector<child> kids;
   fleet_start out;
   const auto t0 = clk::now();
   for (int i = 0; i < n && out.failure.empty(); ++i) {
-    int to[2], from[2];
-    if (::pipe2(to, O_CLOEXEC) != 0) {
-      out.failure = std::string("no pipe: ") + std::strerror(errno);
+    io::piped_child c;
+    if (const int why = io::spawn_piped(c, argv, folder, envp.data()); why != 0) {
+      out.failure = "cannot start " + argv.front() + ": " + std::strerror(why);
       break;
     }
-    if (::pipe2(from, O_CLOEXEC) != 0) {
-      out.failure = std::string("no pipe: ") + std::strerror(errno);
-      ::close(to[0]);
-      ::close(to[1]);
-      break;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, to[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, from[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addchdir_np(&fa, folder.c_str());
-    // Scheduled SCHED_BATCH, as dhara-launch schedules an extension (with 50 starting at once,
-    // it halves the preemptions between them).
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sched_param none{};
-    posix_spawnattr_setschedpolicy(&attr, SCHED_BATCH);
-    posix_spawnattr_setschedparam(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSCHEDULER);
-    child k;
-    const int rc = ::posix_spawnp(&k.pid, args[0], &fa, &attr, args.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(to[0]);
-    ::close(from[1]);
-    k.in = to[1];
-    k.out = from[0];
-    if (rc != 0) {
-      out.failure = "cannot start " + argv.front() + ": " + std::strerror(rc);
-      ::close(k.in);
-      ::close(k.out);
-      break;
-    }
-    kids.push_back(k);
-    if (::write(k.in, init.data(), init.size()) != static_cast<ssize_t>(init.size()))
+    kids.push_back({c.pid, c.in, c.out, false});
+    if (::write(c.in, init.data(), init.size()) != static_cast<ssize_t>(init.size()))
       out.failure = argv.front() + " did not take its initialize request";
   }
   std::size_t left = kids.size();

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,11 +39,11 @@
 #include "cli/session.hpp"
 #include "io/audit_log.hpp"
 #include "io/permissions_file.hpp"
+#include "io/piped_child.hpp"
 #include "io/settings_file.hpp"
 #include "policy/tool_gate.hpp"
 #include "sandbox/launcher.hpp"
 
-extern char** environ;
 
 namespace dhara::cli {
 namespace {
@@ -319,41 +318,16 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+// Scheduled as dhara-launch schedules every extension (SCHED_BATCH): the same program, run the
+// same way (io/piped_child.hpp).
 bool spawn_raw(raw_proc& p, const std::vector<std::string>& command, const fs::path& folder) {
-  int to_child[2], from_child[2];
-  if (::pipe2(to_child, O_CLOEXEC) != 0) return false;
-  if (::pipe2(from_child, O_CLOEXEC) != 0) {
-    ::close(to_child[0]);
-    ::close(to_child[1]);
-    return false;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, folder.c_str());
-  std::vector<std::string> args = command;
-  // "./echo-native" is relative to the folder; posix_spawnp resolves it from the new cwd.
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // Scheduled as dhara-launch schedules every extension (SCHED_BATCH): the same program, run the same way.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sched_param sp{};
-  posix_spawnattr_setschedpolicy(&attr, SCHED_BATCH);
-  posix_spawnattr_setschedparam(&attr, &sp);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSCHEDULER);
-  int rc = ::posix_spawnp(&p.pid, argv[0], &fa, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(to_child[0]);
-  ::close(from_child[1]);
-  p.in = to_child[1];
-  p.out = from_child[0];
+  io::piped_child child;
+  if (io::spawn_piped(child, command, folder.string()) != 0) return false;
+  p.pid = child.pid;
+  p.in = child.in;
+  p.out = child.out;
   ::fcntl(p.in, F_SETFL, O_NONBLOCK);
-  return rc == 0;
+  return true;
 }
 
 void stop_raw(std::vector<raw_proc>& procs) {
