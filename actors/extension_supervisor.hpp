@@ -19,7 +19,8 @@ namespace dhara::actors {
 using supervisor_actor = caf::typed_actor<
     /// session → supervisor: run a tool call; replies when the extension answers, or with an
     /// error result: -32003 crashed, -32004 cancelled or timed out, -32601 failed extension.
-    /// Sent with `send` and a ticket, the answer comes back as an ordinary message with it.
+    /// Sent with `send` and a ticket, the answer comes back as an ordinary message with it, or
+    /// in a call_results with the other results of the same read of the extension's output.
     caf::replies_to<execute_atom, tool_call>::with<call_result>,
     /// session → supervisor: cancel by toolCallId; the call answers -32004 at once.
     caf::reacts_to<cancel_atom, std::string>,

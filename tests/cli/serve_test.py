@@ -145,6 +145,24 @@ def test_initialize_list_call_and_shutdown():
         s.close()
 
 
+def test_calls_sent_together_are_each_answered_once_with_their_own_result():
+    # Their results come back in reads of several replies, which reach the server together.
+    s = Server()
+    try:
+        s.initialize()
+        calls = [s.request("tools/call", {"tool": "echo", "input": {"text": "t%d" % i}}) for i in range(200)]
+        answers = {}
+        while len(answers) < len(calls):
+            m = s.read()
+            assert m is not None, ("EOF after %d of %d answers" % (len(answers), len(calls)))
+            assert m.get("id") in calls and m["id"] not in answers, m
+            answers[m["id"]] = m
+        for i, call in enumerate(calls):
+            assert answers[call]["result"]["content"][0]["text"] == "t%d" % i, answers[call]
+    finally:
+        s.close()
+
+
 def test_errors_of_section_5():
     s = Server(approve_fs=True)
     try:
