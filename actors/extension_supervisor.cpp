@@ -481,8 +481,8 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           if (gen != s.gen) return;
           if (s.credit->consumed()) s.loop->resume_reading(s.proc_id);
           // The results of these lines go to each asker in one message, once all are read
-          // (however the loop ends: `answers` sends what it holds when it goes).
-          // Room for a read's results, up to 64 (a read of progress lines holds none).
+          // (however the loop ends: `answers` sends what it holds when it goes). Room for up to
+          // 64 results (a read of progress lines holds none).
           answers_together<call_result, call_results> answers(std::min<std::size_t>(lines.size(), 64));
           s.together = &answers;
           struct unset {

@@ -71,10 +71,11 @@ class ticketed_promise {
 };
 
 /// Answers released together (the checker's, once an append of audit lines is written; a
-/// supervisor's, for the replies of one read): one message to each asker, not one per answer. A ticketed answer is held with the others to the
-/// same asker and sent by send_all(), alone as a `T`, several as a `Many` (a struct holding a
-/// `std::vector<T>`, which the asker's behavior takes as it takes a `T`); a request's answer
-/// goes at once through CAF's promise. Whatever is held when this ends is sent then.
+/// supervisor's, for the replies of one read): one message to each asker, not one per answer.
+/// A ticketed answer is held with the others to the same asker and sent by send_all(), alone
+/// as a `T`, several as a `Many` (a struct holding a `std::vector<T>`, which the asker's
+/// behavior takes as it takes a `T`); a request's answer goes at once through CAF's promise.
+/// Whatever is held when this ends is sent then.
 template <class T, class Many>
 class answers_together {
  public:
@@ -85,8 +86,8 @@ class answers_together {
   answers_together& operator=(const answers_together&) = delete;
   // Sends what is held. A failure to send (memory) propagates and ends the answering actor,
   // whose askers watch it: the calls not answered are told it went down, and fail closed. While
-  // another exception unwinds, the held answers are sent as far as they can be, and the same
-  // holds for the rest.
+  // another exception unwinds (the actor ends with it), what is held is sent as far as it can
+  // be, and the askers of the rest are told the same way.
   ~answers_together() noexcept(false) {
     if (std::uncaught_exceptions() > unwinding_) {
       try {
