@@ -44,7 +44,6 @@
 #include "policy/tool_gate.hpp"
 #include "sandbox/launcher.hpp"
 
-
 namespace dhara::cli {
 namespace {
 
