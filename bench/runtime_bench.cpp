@@ -9,9 +9,9 @@
 // A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
 // round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,7 +269,6 @@ struct fleet_start {
 // supervisor; the scheduling policy and the environment are dhara's (io/piped_child.hpp). What
 // starting the runtime itself costs on this machine (node's start-up is ~0.1 s of CPU a process
 // here): the floor of the start-time row, measured in the same run.
-
 fleet_start raw_fleet_start(const std::string& folder, const std::vector<std::string>& argv, int n) {
   // The environment dhara gives an extension (the user's NODE_EXTRA_CA_CERTS, say, would
   // make each node read a file of certificates first).

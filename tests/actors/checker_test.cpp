@@ -230,6 +230,8 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
 // An audit sink that writes nothing and says so: every append is answered with `why`.
 actors::audit_sink_actor failing_sink(caf::actor_system& sys, std::string why) {
   return sys.spawn(
@@ -241,6 +243,8 @@ actors::audit_sink_actor failing_sink(caf::actor_system& sys, std::string why) {
       },
       std::move(why));
 }
+
+}  // namespace
 
 TEST_CASE("answers released together reach each asker once, in one message per asker", "[runtime][audit]") {
   testing::temp_home home;
@@ -258,11 +262,12 @@ TEST_CASE("answers released together reach each asker once, in one message per a
     b.ticket = ticket;
     return b;
   };
-  std::vector<decltype(requester->request(checker, 10s, actors::check_atom::value, check(1)))> requests;
+  // The requests' time limit is generous: they are read only after the askers' 512 answers.
+  std::vector<decltype(requester->request(checker, 60s, actors::check_atom::value, check(1)))> requests;
   for (std::uint64_t t = 1; t <= n; ++t) {
     rig.self->send(checker, actors::check_atom::value, check(t));
     other->send(checker, actors::check_atom::value, check(n + t));
-    if (t % 64 == 0) requests.push_back(requester->request(checker, 10s, actors::check_atom::value, check(5000 + t)));
+    if (t % 64 == 0) requests.push_back(requester->request(checker, 60s, actors::check_atom::value, check(5000 + t)));
   }
   const std::vector<std::pair<caf::scoped_actor*, std::uint64_t>> askers = {{&rig.self, 0}, {&other, n}};
   for (const auto& [asker, first] : askers) {
