@@ -100,7 +100,32 @@ struct supervisor_state {
   // when the read's lines are done (null otherwise: a result goes at once).
   answers_together<call_result, call_results>* together = nullptr;
   static inline const char* name = "extension_supervisor";
+
+  supervisor_state() = default;
+  supervisor_state(const supervisor_state&) = delete;
+  supervisor_state& operator=(const supervisor_state&) = delete;
+  // CAF destroys the state when the actor ends, however it ends. After a shutdown nothing is
+  // left here. An actor that ended otherwise (killed, or a handler that threw) would leave its
+  // process running with nobody reading it, and its askers waiting: a `request` is not
+  // answered by CAF 0.17 for a promise dropped unanswered. So the process is killed, and every
+  // call and question still open is answered here.
+  ~supervisor_state();
 };
+
+supervisor_state::~supervisor_state() {
+  const std::string why = "extension '" + cfg.name + "' lost its supervisor";
+  if (alive && loop) {
+    spdlog::warn("{}; its process is stopped", why);
+    loop->kill_for_violation(proc_id, why);
+  }
+  const call_result failed = call_error(io::rpc_error::crashed, why + "; the call did not finish");
+  for (auto& [id, c] : calls) c.rp.deliver(failed);
+  for (auto& q : waiting) q.rp.deliver(failed);
+  info.state = extension_state::failed;
+  info.reason = why;
+  for (auto& rp : status_waiters) rp.deliver(info);
+  for (auto& rp : shutdown_waiters) rp.deliver(true);
+}
 
 using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
 

@@ -552,3 +552,33 @@ TEST_CASE_METHOD(runtime_fixture, "the results of one read reach their asker tog
   CHECK_FALSE(more);
   stop(sup);
 }
+
+TEST_CASE_METHOD(runtime_fixture, "a supervisor that is killed stops its extension and answers its calls", "[runtime][supervisor]") {
+  auto cfg = config_for("echo-py");
+  const std::string folder = cfg.folder;
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  REQUIRE(loop->live_processes() == 1);
+  // One call asked with `request`, one with a ticket, both in the extension when its
+  // supervisor goes.
+  auto asked = self->request(sup, 10s, actors::execute_atom::value, call_of("slow", "sleep", {{"ms", 5000}}));
+  actors::tool_call ticketed = call_of("slow-2", "sleep", {{"ms", 5000}});
+  ticketed.ticket = 7;
+  self->send(sup, actors::execute_atom::value, ticketed);
+  std::this_thread::sleep_for(200ms);
+  const auto before = std::chrono::steady_clock::now();
+  caf::anon_send_exit(sup, caf::exit_reason::kill);
+  actors::call_result r;
+  asked.receive([&](actors::call_result& x) { r = std::move(x); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(r.code == io::rpc_error::crashed);
+  CHECK(r.message.find("lost its supervisor") != std::string::npos);
+  actors::call_result second;
+  self->receive([&](actors::call_result& x) { second = std::move(x); }, caf::after(10s) >> [] { FAIL("no answer"); });
+  CHECK(second.ticket == 7);
+  CHECK(second.code == io::rpc_error::crashed);
+  CHECK(std::chrono::steady_clock::now() - before < 3s);  // vs. the 5 s sleeps, or never
+  // Nobody reads the extension any more: it is killed, not left running until the session ends.
+  for (int i = 0; i < 100 && loop->live_processes() > 0; ++i) std::this_thread::sleep_for(20ms);
+  CHECK(loop->live_processes() == 0);
+  CHECK(testing::processes_mentioning(folder).empty());
+}
