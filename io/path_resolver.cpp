@@ -129,27 +129,11 @@ std::optional<std::string> real_path_resolver::resolve_in_kernel(std::string_vie
 
 namespace {
 
-// Whether `p` is already in the form a resolution returns: absolute, no empty, `.` or `..`
-// segment, no trailing slash (except "/" itself).
-bool canonical(std::string_view p) {
-  if (p.empty() || p.front() != '/') return false;
-  if (p.size() == 1) return true;
-  if (p.back() == '/') return false;
-  for (std::size_t i = 0; i < p.size();) {
-    std::size_t next = p.find('/', i + 1);
-    std::string_view seg = p.substr(i + 1, (next == std::string_view::npos ? p.size() : next) - i - 1);
-    if (seg.empty() || seg == "." || seg == "..") return false;
-    if (next == std::string_view::npos) break;
-    i = next;
-  }
-  return true;
-}
-
 enum class first_look { own, link, unknown };
 
-// The commonest case in one system call: a canonical path the kernel walks without meeting any
-// symlink (RESOLVE_NO_SYMLINKS stops at the first one, the last component included) is its
-// own resolution, and so is one whose walk stops at a missing component or a non-directory
+// The commonest case in one system call: a canonical path (policy::is_normal_abs_path) the
+// kernel walks without meeting any symlink (RESOLVE_NO_SYMLINKS stops at the first one, the
+// last component included) is its own resolution, and so is one whose walk stops at a missing component or a non-directory
 // before meeting any: the component walk would append the rest as written. `link` when the
 // walk met a symlink (ELOOP); `unknown` otherwise (an error such as EACCES the walk reports).
 // The caller asks only for canonical paths.
@@ -392,7 +376,7 @@ std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
     looked_ahead& a = ahead[ahead_count++];
     a.path.assign(p);
     a.look.reset();
-    if (p.size() < PATH_MAX && takes_first_look(p, canonical(p))) to_look.push_back(ahead_count - 1);
+    if (p.size() < PATH_MAX && takes_first_look(p, policy::is_normal_abs_path(p))) to_look.push_back(ahead_count - 1);
   }
   if (to_look.size() < 2) return 0;  // one look alone costs less as a plain system call
   open_how how{};
@@ -433,7 +417,7 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
   const std::string_view dir = folder_of(normalized_abs);
-  const bool plain = canonical(normalized_abs);
+  const bool plain = policy::is_normal_abs_path(normalized_abs);
   auto the_usual_way = [&]() -> policy::result<std::string> {
     if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
     return resolve_by_walk(normalized_abs);

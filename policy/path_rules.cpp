@@ -3,6 +3,8 @@
 #include "policy/path_rules.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -33,6 +35,84 @@ void push_segments(std::string_view p, std::string& out) {
     i = end;
   }
 }
+
+// What plain_segments says, one byte at a time: the reference its fast scan falls back to.
+bool plain_segments_bytewise(std::string_view s) {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i < s.size() && s[i] != '/') {
+      if (s[i] == '\0') return false;
+      continue;
+    }
+    const std::size_t len = i - start;
+    if (len == 0 || (s[start] == '.' && (len == 1 || (len == 2 && s[start + 1] == '.')))) return false;
+    start = i + 1;
+  }
+  return true;
+}
+
+constexpr std::uint64_t byte_ones = 0x0101010101010101ULL;
+constexpr std::uint64_t low_sevens = 0x7F7F7F7F7F7F7F7FULL;
+
+// 0x80 in every byte of `w` that equals `c`, 0 in the others. Exact: a byte's low seven bits
+// plus 0x7F never carry into the next byte.
+inline std::uint64_t bytes_equal(std::uint64_t w, unsigned char c) {
+  const std::uint64_t x = w ^ (byte_ones * c);
+  return ~(((x & low_sevens) + low_sevens) | x) & ~low_sevens;
+}
+
+// The eight bytes of `s` from `i` as a little-endian word; past the end, 'a's (no byte the
+// scan looks for). A last part of 1 to 7 bytes of a string of 8 or more is read as the
+// string's last eight bytes, those already seen shifted out: no call to memcpy of a variable
+// length.
+inline std::uint64_t word_at(std::string_view s, std::size_t i) {
+  constexpr std::uint64_t as = byte_ones * 'a';
+  std::uint64_t w;
+  const std::size_t n = s.size() - i;
+  if (n >= 8) {
+    std::memcpy(&w, s.data() + i, sizeof w);
+    return w;
+  }
+  if (s.size() >= 8) {
+    std::memcpy(&w, s.data() + s.size() - 8, sizeof w);
+    return (w >> (8 * (8 - n))) | (as << (8 * n));
+  }
+  w = as;
+  for (std::size_t k = 0; k < n; ++k) {
+    w &= ~(std::uint64_t{0xFF} << (8 * k));
+    w |= std::uint64_t{static_cast<unsigned char>(s[i + k])} << (8 * k);
+  }
+  return w;
+}
+
+}  // namespace
+
+// Eight bytes at a time. A string that is not plain has a NUL byte, ends with a slash, or has
+// a slash (or its start) followed by a slash or a dot: an empty segment, or one that begins
+// with a dot. Without any of them it is plain; with the last, the segment starting with a
+// dot may still be a name like ".git", and the bytewise reference decides.
+bool plain_segments(std::string_view s) {
+  if (s.empty() || s.back() == '/') return false;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::uint64_t after_slash = 0x80;  // the first byte follows the start, as if a slash
+    for (std::size_t i = 0; i < s.size(); i += 8) {
+      const std::uint64_t w = word_at(s, i);
+      if (bytes_equal(w, '\0') != 0) return false;
+      const std::uint64_t slashes = bytes_equal(w, '/');
+      if ((((slashes << 8) | after_slash) & (slashes | bytes_equal(w, '.'))) != 0) return plain_segments_bytewise(s);
+      after_slash = slashes >> 56;  // a slash in the last byte marks the next word's first
+    }
+    return true;
+  }
+  return plain_segments_bytewise(s);
+}
+
+bool is_normal_abs_path(std::string_view p) {
+  if (p.empty() || p.front() != '/') return false;
+  return p.size() == 1 || plain_segments(p.substr(1));
+}
+
+namespace {
 
 bool is_glob_char(char c) { return c == '*' || c == '?' || c == '['; }
 
@@ -351,23 +431,6 @@ void build_trie(path_rule_set& set) {
     for (std::uint32_t g : n.allowed_globs)
       if (!m.allowed && glob_entry_matches(rules.allowed[g], path)) m.allowed = &rules.allowed[g];
   }
-}
-
-// True for a path normalize_path_into would return unchanged. It jumps from slash to slash
-// with memchr (a segment is one vector compare) rather than looking at every byte.
-bool is_normalized_abs(std::string_view p) {
-  if (p.empty() || p.front() != '/') return false;
-  if (p.size() == 1) return true;
-  if (p.back() == '/') return false;
-  const char* const end = p.data() + p.size();
-  for (const char* seg = p.data() + 1;;) {
-    const char* slash = static_cast<const char*>(std::memchr(seg, '/', static_cast<std::size_t>(end - seg)));
-    const std::size_t len = static_cast<std::size_t>((slash ? slash : end) - seg);
-    if (len == 0 || (seg[0] == '.' && (len == 1 || (len == 2 && seg[1] == '.')))) return false;
-    if (!slash) break;
-    seg = slash + 1;
-  }
-  return std::memchr(p.data(), '\0', p.size()) == nullptr;
 }
 
 std::string_view access_word(path_access a) { return a == path_access::write ? "write" : "read"; }
@@ -762,7 +825,7 @@ namespace {
 struct path_forms {
   std::string_view input;
   std::string_view lexical;
-  bool normal_form = false;  // `input` itself was in normal form, so it has no `..` segment
+  bool no_dotdot = false;  // `input` has no `..` segment: it was in normal form, or plain
 };
 
 // The first steps of check_path: `raw` checked for form, `~` expanded, the lexical normal form
@@ -783,16 +846,23 @@ struct path_forms {
     f.input = expanded;
   }
   bool ok;
-  if (f.input.front() != '/' && is_normalized_abs(cwd)) {
-    // The session cwd is normalized once per snapshot: copy it, then add the relative path.
+  if (f.input.front() != '/' && is_normal_abs_path(cwd)) {
+    // The session cwd is normalized once per snapshot: copy it, then add the relative path,
+    // in one piece when it has no segment to apply (the usual "src/app.ts").
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
-    push_segments(f.input, lexical);
-    if (lexical.empty()) lexical.push_back('/');
+    if (plain_segments(f.input)) {
+      lexical.push_back('/');
+      lexical.append(f.input);
+      f.no_dotdot = true;
+    } else {
+      push_segments(f.input, lexical);
+      if (lexical.empty()) lexical.push_back('/');
+    }
     ok = true;
-  } else if (is_normalized_abs(f.input)) {
+  } else if (is_normal_abs_path(f.input)) {
     lexical.assign(f.input);  // already in the form normalization returns: one scan, one copy
     ok = true;
-    f.normal_form = true;
+    f.no_dotdot = true;
   } else {
     ok = normalize_path_into(f.input, cwd, lexical);
   }
@@ -810,7 +880,7 @@ struct path_forms {
 // component by component; the lexical form is checked for denials, and only the physical one
 // can allow.
 std::string_view to_resolve(const path_forms& f, std::string_view cwd, std::string& physical) {
-  if (f.normal_form || !has_dotdot_segment(f.input)) return f.lexical;
+  if (f.no_dotdot || !has_dotdot_segment(f.input)) return f.lexical;
   physical.clear();
   if (f.input.front() != '/') physical.assign(cwd).push_back('/');
   physical.append(f.input);

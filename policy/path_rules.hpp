@@ -35,6 +35,15 @@ result<std::string> expand_home(std::string_view path, std::string_view home);
 /// True when `p` has a `..` segment ("a/../b", "..", not "a..b").
 bool has_dotdot_segment(std::string_view p);
 
+/// True when `s` is segments joined by single slashes, none of them empty, `.` or `..`, with no
+/// NUL byte ("src/app.ts", not "src//app.ts", "./app.ts" or "src/"): appended to a normal
+/// absolute path after a slash, it stays in normal form.
+bool plain_segments(std::string_view s);
+
+/// True when `p` is an absolute path in the form normalize_path_into returns: "/" or a slash
+/// followed by plain_segments. No allocation, eight bytes at a time.
+bool is_normal_abs_path(std::string_view p);
+
 /// True when `path` equals `dir` or lies below it (`/run/hostage` is not under `/run/host`).
 /// Both must be normalized absolute paths.
 bool is_at_or_under(std::string_view path, std::string_view dir);

@@ -1,6 +1,6 @@
 // Fuzzes the path, glob, URL and command rules with invariants, not just "no crash":
-// normalized paths are canonical and idempotent, and an allowed path is never under a
-// denied entry.
+// normalized paths are canonical and idempotent, the fast normal-form tests agree with
+// normalization, and an allowed path is never under a denied entry.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -45,8 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view second = first.size() < input.size() ? input.substr(first.size() + 1) : std::string_view{};
 
   std::string out;
+  // The fast normal-form tests say what normalization does: a path is in normal form when it
+  // comes back unchanged; plain segments appended after a slash stay so.
+  require(is_normal_abs_path(input) == (normalize_path_into(input, "/", out) && out == input && input.starts_with('/')));
+  const std::string joined = "/" + std::string(input);
+  require(plain_segments(input) ==
+          (!input.empty() && !input.starts_with('/') && normalize_path_into(joined, "/", out) && out == joined));
   if (normalize_path_into(input, "/home/u/proj", out)) {
     require(canonical(out));
+    require(is_normal_abs_path(out));
     std::string again;
     require(normalize_path_into(out, "/", again) && again == out);  // idempotent
     require(normalize_path_into(input, "/home/u/proj", again) && again == out);  // deterministic

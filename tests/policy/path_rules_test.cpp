@@ -54,6 +54,64 @@ TEST_CASE("lexical normalization handles dots, slashes and relative paths", "[po
   }
 }
 
+TEST_CASE("the normal-form tests agree with normalization on every short string and long random ones", "[policy][path]") {
+  // The oracle: a path is in normal form when normalization returns it unchanged. The
+  // alphabet holds the bytes the fast scan looks for, and '/' and '.' with the top bit set
+  // (0xAF, 0xAE), which an inexact byte compare would take for them.
+  const char alphabet[] = {'/', '.', 'a', '\0', '\xAF', '\xAE'};
+  std::string out;
+  auto agree = [&](const std::string& s) {
+    const bool abs_oracle = normalize_path_into(s, "/", out) && out == s && !s.empty() && s.front() == '/';
+    const std::string joined = "/" + s;
+    const bool plain_oracle = !s.empty() && s.front() != '/' && normalize_path_into(joined, "/", out) && out == joined;
+    if (is_normal_abs_path(s) != abs_oracle || plain_segments(s) != plain_oracle) {
+      FAIL_CHECK("disagree on '" << s << "' (" << s.size() << " bytes): is_normal_abs_path " << is_normal_abs_path(s)
+                                 << ", plain_segments " << plain_segments(s));
+      return false;
+    }
+    return true;
+  };
+  // Every string of up to 8 bytes over the first five (390 625 of 8 bytes): a segment ends on
+  // either side of an eight-byte word's edge.
+  std::size_t checked = 0;
+  for (std::size_t len = 0; len <= 8; ++len) {
+    std::vector<std::size_t> digits(len, 0);
+    for (;;) {
+      std::string s(len, ' ');
+      for (std::size_t i = 0; i < len; ++i) s[i] = alphabet[digits[i]];
+      if (!agree(s)) return;
+      ++checked;
+      std::size_t i = 0;
+      while (i < len && ++digits[i] == 5) digits[i++] = 0;
+      if (i == len) break;
+    }
+  }
+  CHECK(checked == 488281);  // 5^0 + ... + 5^8
+  // Longer ones, mostly plain names with a few bytes that matter, across several words.
+  std::mt19937 rng(20261204);
+  std::size_t normal = 0;
+  for (int n = 0; n < 200000; ++n) {
+    std::string s = rng() % 2 ? "/" : "";
+    const std::size_t len = rng() % 40;
+    for (std::size_t i = 0; i < len; ++i) {
+      const unsigned r = rng() % 64;
+      s.push_back(r < 6 ? alphabet[r] : r < 14 ? '/' : r < 18 ? '.' : static_cast<char>('a' + r % 26));
+    }
+    if (!agree(s)) return;
+    normal += is_normal_abs_path(s);
+  }
+  CHECK(normal > 1000);  // the random strings reach both answers
+  CHECK(is_normal_abs_path("/home/u/proj/src/app.ts"));
+  CHECK(is_normal_abs_path("/home/u/proj/.git/config"));
+  CHECK_FALSE(is_normal_abs_path("/home/u/proj/src/app.ts/"));
+  CHECK_FALSE(is_normal_abs_path("/home/u/proj//src"));
+  CHECK_FALSE(is_normal_abs_path("/home/u/proj/src/.."));
+  CHECK(plain_segments("src/app.ts"));
+  CHECK(plain_segments("...a/.b"));
+  CHECK_FALSE(plain_segments("./src"));
+  CHECK_FALSE(plain_segments("/src"));
+}
+
 TEST_CASE("normalization refuses empty paths, NUL bytes and relative bases", "[policy][path]") {
   CHECK_FALSE(normalize_path("", "/"));
   CHECK(normalize_path("", "/").err().code == errc::invalid_path);
