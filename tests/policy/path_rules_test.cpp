@@ -54,7 +54,7 @@ TEST_CASE("lexical normalization handles dots, slashes and relative paths", "[po
   }
 }
 
-TEST_CASE("the normal-form tests agree with normalization on every short string and long random ones", "[policy][path]") {
+TEST_CASE("the normal-form tests agree with normalization on every short string, long random ones and every defect's place", "[policy][path]") {
   // The oracle: a path is in normal form when normalization returns it unchanged. The
   // alphabet holds the bytes the fast scan looks for, and '/' and '.' with the top bit set
   // (0xAF, 0xAE), which an inexact byte compare would take for them.
@@ -101,6 +101,18 @@ TEST_CASE("the normal-form tests agree with normalization on every short string 
     normal += is_normal_abs_path(s);
   }
   CHECK(normal > 1000);  // the random strings reach both answers
+  // Each kind of defect at every place of a path of 43 bytes and more: across the edges of the
+  // eight- and sixteen-byte blocks the fast scans read.
+  const std::string plain_path = "/abcdefgh/ijklmno/pqrstuv/wxyz0123/456789AB";
+  for (const std::string_view defect : {std::string_view("//"), std::string_view("/./"), std::string_view("/../"),
+                                        std::string_view("/."), std::string_view("\0", 1), std::string_view("/.a"),
+                                        std::string_view("/")}) {
+    for (std::size_t k = 0; k <= plain_path.size(); ++k) {
+      std::string s = plain_path;
+      s.insert(k, defect);
+      if (!agree(s) || !agree(s.substr(1)) || !agree(s.substr(0, s.size() - 1))) return;
+    }
+  }
   CHECK(is_normal_abs_path("/home/u/proj/src/app.ts"));
   CHECK(is_normal_abs_path("/home/u/proj/.git/config"));
   CHECK_FALSE(is_normal_abs_path("/home/u/proj/src/app.ts/"));
