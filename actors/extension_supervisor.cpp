@@ -113,18 +113,26 @@ struct supervisor_state {
 };
 
 supervisor_state::~supervisor_state() {
-  const std::string why = "extension '" + cfg.name + "' lost its supervisor";
-  if (alive && loop) {
-    spdlog::warn("{}; its process is stopped", why);
-    loop->kill_for_violation(proc_id, why);
+  // Nothing may leave a destructor: a failure to allocate here (the very failure an actor may
+  // have ended for) would end the whole broker. Each step is tried on its own, the kill first.
+  try {
+    if (alive && loop) {
+      spdlog::warn("extension '{}' lost its supervisor; its process is stopped", cfg.name);
+      loop->kill_for_violation(proc_id, "its supervisor ended");
+    }
+  } catch (...) {  // the process then runs until the session stops the event loop
   }
-  const call_result failed = call_error(io::rpc_error::crashed, why + "; the call did not finish");
-  for (auto& [id, c] : calls) c.rp.deliver(failed);
-  for (auto& q : waiting) q.rp.deliver(failed);
-  info.state = extension_state::failed;
-  info.reason = why;
-  for (auto& rp : status_waiters) rp.deliver(info);
-  for (auto& rp : shutdown_waiters) rp.deliver(true);
+  try {
+    const std::string why = "extension '" + cfg.name + "' lost its supervisor";
+    const call_result failed = call_error(io::rpc_error::crashed, why + "; the call did not finish");
+    for (auto& [id, c] : calls) c.rp.deliver(failed);
+    for (auto& q : waiting) q.rp.deliver(failed);
+    info.state = extension_state::failed;
+    info.reason = why;
+    for (auto& rp : status_waiters) rp.deliver(info);
+    for (auto& rp : shutdown_waiters) rp.deliver(true);
+  } catch (...) {  // the askers that were not answered see the actor's down message
+  }
 }
 
 using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;

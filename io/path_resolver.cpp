@@ -46,10 +46,15 @@ policy::error fail(std::string_view path, std::string_view why) {
                             "cannot resolve '" + std::string(path) + "': " + std::string(why));
 }
 
-// Copies `path` into `out` as a C string; false, with errno ENAMETOOLONG, when it does not fit.
+// Copies `path` into `out` as a C string; false, with errno ENAMETOOLONG when it does not fit
+// or EINVAL when it holds a NUL byte (the system call would see only the part before it).
 bool to_c_path(std::string_view path, char (&out)[PATH_MAX]) {
   if (path.size() >= PATH_MAX) {
     errno = ENAMETOOLONG;
+    return false;
+  }
+  if (std::memchr(path.data(), '\0', path.size()) != nullptr) {
+    errno = EINVAL;
     return false;
   }
   std::memcpy(out, path.data(), path.size());
@@ -416,6 +421,8 @@ std::uint64_t real_path_resolver::look_ahead_rounds() { return io::look_ahead_ro
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
+  if (std::memchr(normalized_abs.data(), '\0', normalized_abs.size()) != nullptr)
+    return fail(normalized_abs, "the path holds a NUL byte");
   const std::string_view dir = folder_of(normalized_abs);
   const bool plain = policy::is_normal_abs_path(normalized_abs);
   auto the_usual_way = [&]() -> policy::result<std::string> {
@@ -480,6 +487,8 @@ std::vector<std::string> real_path_resolver::expand(std::string_view glob, std::
 policy::result<std::string> real_path_resolver::resolve_by_walk(std::string_view normalized_abs) {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
+  if (std::memchr(normalized_abs.data(), '\0', normalized_abs.size()) != nullptr)
+    return fail(normalized_abs, "the path holds a NUL byte");
   std::vector<std::string> todo;
   push_components(normalized_abs, todo);
   std::string done;  // "" stands for "/"

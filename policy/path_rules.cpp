@@ -923,7 +923,7 @@ struct path_forms {
 std::string_view to_resolve(const path_forms& f, std::string_view cwd, std::string& physical) {
   if (f.no_dotdot || !has_dotdot_segment(f.input)) return f.lexical;
   physical.clear();
-  if (f.input.front() != '/') physical.assign(cwd).push_back('/');
+  if (f.input.front() != '/') physical.assign(cwd.size() == 1 ? std::string_view{} : cwd).push_back('/');
   physical.append(f.input);
   return physical;
 }

@@ -41,7 +41,7 @@ bool has_dotdot_segment(std::string_view p);
 bool plain_segments(std::string_view s);
 
 /// True when `p` is an absolute path in the form normalize_path_into returns: "/" or a slash
-/// followed by plain_segments. No allocation, eight bytes at a time.
+/// followed by plain_segments. No allocation; 16 bytes at a time with SSE2, else 8.
 bool is_normal_abs_path(std::string_view p);
 
 /// True when `path` equals `dir` or lies below it (`/run/hostage` is not under `/run/host`).

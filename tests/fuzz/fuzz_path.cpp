@@ -51,6 +51,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string joined = "/" + std::string(input);
   require(plain_segments(input) ==
           (!input.empty() && !input.starts_with('/') && normalize_path_into(joined, "/", out) && out == joined));
+  // What a resolver that follows links is asked: the normal form when the path has no `..`
+  // segment, else the path as written, joined to the session folder (the fast join of a plain
+  // relative path included).
+  for (const std::string_view cwd : {std::string_view("/home/u/proj"), std::string_view("/")}) {
+    std::string asked;
+    if (!path_to_resolve(input, cwd, "/home/u", asked)) continue;
+    auto expanded = expand_home(input, "/home/u");
+    require(static_cast<bool>(expanded));
+    std::string written = *expanded;
+    if (!written.starts_with('/')) written = (cwd == "/" ? "" : std::string(cwd)) + "/" + written;
+    if (has_dotdot_segment(*expanded)) require(asked == written);
+    else require(normalize_path_into(*expanded, cwd, out) && asked == out);
+  }
   if (normalize_path_into(input, "/home/u/proj", out)) {
     require(canonical(out));
     require(is_normal_abs_path(out));

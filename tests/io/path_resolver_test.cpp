@@ -68,6 +68,21 @@ TEST_CASE("resolver follows links in the existing prefix and appends the rest", 
   CHECK(*r.resolve("/") == "/");
 }
 
+TEST_CASE("a path with a NUL byte is refused, not resolved as the part before it", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "real");
+  fs::create_directory_symlink(t / "real", t / "link");
+  io::real_path_resolver r;
+  REQUIRE(*r.resolve(t / "link/x") == t / "real/x");  // the link is known to this thread now
+  for (const std::string& p : {t / "link" + std::string(1, '\0') + "/x", t / "link/x" + std::string(1, '\0'),
+                               t / "real" + std::string(1, '\0') + "/../etc"}) {
+    auto got = r.resolve(p);
+    REQUIRE_FALSE(got);
+    CHECK(got.err().message.find("NUL byte") != std::string::npos);
+    CHECK_FALSE(io::real_path_resolver::resolve_by_walk(p));
+  }
+}
+
 TEST_CASE("resolver handles relative link targets and .. after a link", "[io][resolver]") {
   temp_tree t;
   fs::create_directories(t / "a/b");

@@ -71,8 +71,7 @@ TEST_CASE("the normal-form tests agree with normalization on every short string,
     }
     return true;
   };
-  // Every string of up to 8 bytes over the first five (390 625 of 8 bytes): a segment ends on
-  // either side of an eight-byte word's edge.
+  // Every string of up to 8 bytes over the first five (390 625 of 8 bytes).
   std::size_t checked = 0;
   for (std::size_t len = 0; len <= 8; ++len) {
     std::vector<std::size_t> digits(len, 0);
@@ -101,6 +100,23 @@ TEST_CASE("the normal-form tests agree with normalization on every short string,
     normal += is_normal_abs_path(s);
   }
   CHECK(normal > 1000);  // the random strings reach both answers
+  // Every window of three bytes over the alphabet at every place of plain strings of 9 to 48
+  // bytes: each pair of bytes the fast scans compare, across the edges of their eight- and
+  // sixteen-byte blocks and in their overlapped last loads.
+  for (std::size_t len = 9; len <= 48; len += 13) {
+    std::string base;
+    for (std::size_t i = 0; i < len; ++i) base.push_back(i % 5 == 4 ? '/' : static_cast<char>('b' + i % 7));
+    if (base.back() == '/') base.back() = 'z';
+    for (std::size_t at = 0; at + 3 <= len; ++at) {
+      for (std::size_t w = 0; w < 6 * 6 * 6; ++w) {
+        std::string s = base;
+        s[at] = alphabet[w % 6];
+        s[at + 1] = alphabet[w / 6 % 6];
+        s[at + 2] = alphabet[w / 36];
+        if (!agree(s)) return;
+      }
+    }
+  }
   // Each kind of defect at every place of a path of 43 bytes and more: across the edges of the
   // eight- and sixteen-byte blocks the fast scans read.
   const std::string plain_path = "/abcdefgh/ijklmno/pqrstuv/wxyz0123/456789AB";
