@@ -138,10 +138,10 @@ enum class first_look { own, link, unknown };
 
 // The commonest case in one system call: a canonical path (policy::is_normal_abs_path) the
 // kernel walks without meeting any symlink (RESOLVE_NO_SYMLINKS stops at the first one, the
-// last component included) is its own resolution, and so is one whose walk stops at a missing component or a non-directory
-// before meeting any: the component walk would append the rest as written. `link` when the
-// walk met a symlink (ELOOP); `unknown` otherwise (an error such as EACCES the walk reports).
-// The caller asks only for canonical paths.
+// last component included) is its own resolution, and so is one whose walk stops at a missing
+// component or a non-directory before meeting any: the component walk would append the rest as
+// written. `link` when the walk met a symlink (ELOOP); `unknown` otherwise (an error such as
+// EACCES the walk reports). The caller asks only for canonical paths.
 //
 // O_DIRECTORY: a walk that ends on anything but a folder fails with ENOTDIR, and only after
 // the whole walk, the last component's link check included. So for a file, the commonest

@@ -565,7 +565,8 @@ TEST_CASE_METHOD(runtime_fixture, "a supervisor that is killed stops its extensi
   actors::tool_call ticketed = call_of("slow-2", "sleep", {{"ms", 5000}});
   ticketed.ticket = 7;
   self->send(sup, actors::execute_atom::value, ticketed);
-  REQUIRE(status(sup).state == actors::extension_state::ready);  // both calls were handled, and are written before the kill is read
+  // Both calls were handled, and are written to the extension before the kill is read.
+  REQUIRE(status(sup).state == actors::extension_state::ready);
   const auto before = std::chrono::steady_clock::now();
   caf::anon_send_exit(sup, caf::exit_reason::kill);
   actors::call_result r;

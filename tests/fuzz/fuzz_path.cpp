@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string out;
   // The fast normal-form tests say what normalization does: a path is in normal form when it
   // comes back unchanged; plain segments appended after a slash stay so.
-  require(is_normal_abs_path(input) == (normalize_path_into(input, "/", out) && out == input && input.starts_with('/')));
+  require(is_normal_abs_path(input) ==
+          (normalize_path_into(input, "/", out) && out == input && input.starts_with('/')));
   const std::string joined = "/" + std::string(input);
   require(plain_segments(input) ==
           (!input.empty() && !input.starts_with('/') && normalize_path_into(joined, "/", out) && out == joined));
