@@ -421,9 +421,9 @@ std::uint64_t real_path_resolver::look_ahead_rounds() { return io::look_ahead_ro
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
   if (normalized_abs.empty() || normalized_abs.front() != '/')
     return fail(normalized_abs, "not an absolute path");
-  if (std::memchr(normalized_abs.data(), '\0', normalized_abs.size()) != nullptr)
-    return fail(normalized_abs, "the path holds a NUL byte");
   const std::string_view dir = folder_of(normalized_abs);
+  // A path with a NUL byte is not plain, and goes the usual way, where every system call's
+  // copy of the path (to_c_path) and the walk refuse it.
   const bool plain = policy::is_normal_abs_path(normalized_abs);
   auto the_usual_way = [&]() -> policy::result<std::string> {
     if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
