@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -26,26 +27,101 @@ namespace {
 
 // ---- JSON string escaping -------------------------------------------------------------
 
+using json_bytes::copy_plain;
 using json_bytes::next_utf8;
 using json_bytes::skip_plain;
 using json_bytes::utf8_step;
 
 constexpr char hex_digits[] = "0123456789abcdef";
 
-inline void append_escaped_ascii(std::string& out, unsigned char c) {
-  switch (c) {
-    case '"': out.append("\\\"", 2); return;
-    case '\\': out.append("\\\\", 2); return;
-    case '\n': out.append("\\n", 2); return;
-    case '\r': out.append("\\r", 2); return;
-    case '\t': out.append("\\t", 2); return;
-    case '\b': out.append("\\b", 2); return;
-    case '\f': out.append("\\f", 2); return;
-    default: {
-      const char u[6] = {'\\', 'u', '0', '0', hex_digits[c >> 4], hex_digits[c & 0xF]};
-      out.append(u, sizeof u);
-    }
+// Writes `s` at `p` (a literal: its length is known where this is inlined) and returns the end.
+[[gnu::always_inline]] inline char* put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+// Where escape() writes. `in` is where the input stands; escaped() replaces the `n` bytes
+// from there with `e`. Bytes that go out unchanged are written as they are passed, or later.
+//
+// room_out: through a pointer, into room made beforehand for the worst case (an audit line).
+struct room_out {
+  char* p;
+  void plain(const char*& in, const char* end) { copy_plain(in, end, p); }
+  void unchanged(const char*& in, std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k) *p++ = in[k];
+    in += n;
   }
+  void escaped(const char*, std::size_t, std::string_view e) { p = put(p, e); }
+  void done(const char*) {}
+};
+
+// string_out: appended to a std::string, each run of unchanged bytes at once
+// (append_json_string, whose callers make no room).
+struct string_out {
+  std::string& s;
+  const char* run;  // the first unchanged byte not yet appended
+  void plain(const char*& in, const char* end) { in = skip_plain(in, end); }
+  void unchanged(const char*& in, std::size_t n) { in += n; }
+  void escaped(const char* in, std::size_t n, std::string_view e) {
+    s.append(run, static_cast<std::size_t>(in - run));
+    s.append(e.data(), e.size());
+    run = in + n;
+  }
+  void done(const char* in) { s.append(run, static_cast<std::size_t>(in - run)); }
+};
+
+// Room the escaped bytes of a string of `n` bytes may take in a room_out: 6 a byte at worst
+// (`\u001f`, or `\ufffd` for an invalid byte), and 8 for the whole words copy_plain stores.
+constexpr std::size_t escaped_room(std::size_t n) { return 6 * n + 8; }
+constexpr std::size_t json_string_room(std::size_t n) { return escaped_room(n) + 2; }
+
+// Writes the bytes [p, end) to `out` as the inside of a JSON string literal (see
+// append_json_string).
+template <class Out>
+void escape(Out& out, const char* p, const char* const end) {
+  for (;;) {
+    out.plain(p, end);
+    if (p == end) return out.done(p);
+    const auto c = static_cast<unsigned char>(*p);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out.escaped(p, 1, "\\\""); break;
+        case '\\': out.escaped(p, 1, "\\\\"); break;
+        case '\n': out.escaped(p, 1, "\\n"); break;
+        case '\r': out.escaped(p, 1, "\\r"); break;
+        case '\t': out.escaped(p, 1, "\\t"); break;
+        case '\b': out.escaped(p, 1, "\\b"); break;
+        case '\f': out.escaped(p, 1, "\\f"); break;
+        default: {
+          const char u[6] = {'\\', 'u', '0', '0', hex_digits[c >> 4], hex_digits[c & 0xF]};
+          out.escaped(p, 1, {u, sizeof u});
+        }
+      }
+      ++p;
+      continue;
+    }
+    const auto* u = reinterpret_cast<const unsigned char*>(p);
+    const utf8_step step = next_utf8(u, reinterpret_cast<const unsigned char*>(end));
+    if (!step.valid) {
+      out.escaped(p, step.length, "\\ufffd");
+    } else if (step.length == 3 && c == 0xE2 && u[1] == 0x80 && (u[2] == 0xA8 || u[2] == 0xA9)) {
+      // U+2028/U+2029 are valid JSON but end a line in JavaScript: escaped.
+      out.escaped(p, 3, u[2] == 0xA8 ? std::string_view("\\u2028") : std::string_view("\\u2029"));
+    } else {
+      out.unchanged(p, step.length);
+      continue;
+    }
+    p += step.length;
+  }
+}
+
+// A JSON string literal of `s` at `out`, which has json_string_room(s.size()) bytes of room.
+inline char* put_json_string(char* out, std::string_view s) {
+  *out++ = '"';
+  room_out r{out};
+  escape(r, s.data(), s.data() + s.size());
+  *r.p++ = '"';
+  return r.p;
 }
 
 // ---- timestamps (Howard Hinnant's civil calendar algorithms) ----------------------------
@@ -148,12 +224,6 @@ void write_timestamp(char* p, std::int64_t unix_ms) {
 
 inline void append_literal(std::string& out, std::string_view s) { out.append(s.data(), s.size()); }
 
-inline void append_optional(std::string& out, std::string_view key_prefix, std::string_view v) {
-  if (v.empty()) return;
-  append_literal(out, key_prefix);
-  append_json_string(out, v);
-}
-
 // The path part of "scheme://authority/path?query#fragment" ("/" when absent), or empty
 // when `url` has no "://".
 std::string_view url_path(std::string_view url) {
@@ -169,36 +239,8 @@ std::string_view url_path(std::string_view url) {
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  const char* p = s.data();
-  const char* const end = p + s.size();
-  // Runs are appended by length: libstdc++ 12 sends append(first, last) through the general
-  // replace, ~90 instructions a call more.
-  const char* run = p;  // start of the bytes copied unchanged but not yet appended
-  while ((p = skip_plain(p, end)) != end) {
-    const auto c = static_cast<unsigned char>(*p);
-    if (c < 0x80) {
-      out.append(run, static_cast<std::size_t>(p - run));
-      append_escaped_ascii(out, c);
-      run = ++p;
-      continue;
-    }
-    const auto* u = reinterpret_cast<const unsigned char*>(p);
-    const utf8_step step = next_utf8(u, reinterpret_cast<const unsigned char*>(end));
-    if (step.valid) {
-      // U+2028/U+2029 are valid JSON but end a line in JavaScript: escape them.
-      if (step.length == 3 && c == 0xE2 && u[1] == 0x80 && (u[2] == 0xA8 || u[2] == 0xA9)) {
-        out.append(run, static_cast<std::size_t>(p - run));
-        append_literal(out, u[2] == 0xA8 ? "\\u2028" : "\\u2029");
-        run = p + 3;
-      }
-      p += step.length;
-      continue;
-    }
-    out.append(run, static_cast<std::size_t>(p - run));
-    append_literal(out, "\\ufffd");
-    run = p += step.length;
-  }
-  out.append(run, static_cast<std::size_t>(end - run));
+  string_out o{out, s.data()};
+  escape(o, s.data(), s.data() + s.size());
   out.push_back('"');
 }
 
@@ -210,54 +252,126 @@ std::string format_timestamp(std::int64_t unix_ms) {
 
 namespace {
 
-// The line up to `"seq":`, for an audit_entry or an audit_entry_view (the same members).
-template <class Entry>
-void append_prefix(std::string& out, const Entry& entry) {
-  // Fixed keys and values take ~150 bytes; strings usually need no escaping. One reserve
-  // per line, growing geometrically so a caller batching many lines never copies per line.
-  std::size_t estimate = 160 + entry.extension.size() + entry.capability.size() +
-                         entry.reason.size() + entry.tool.size() + entry.tool_call_id.size() +
-                         entry.session.size();
-  for (const auto& [key, value] : entry.details) estimate += key.size() + value.size() + 6;
-  if (out.capacity() - out.size() < estimate) {
-    out.reserve(std::max(out.size() + estimate, 2 * out.capacity()));
+// Where a line is written. A line whose strings hold at most line_bytes_limit bytes is written
+// through a pointer into room made for its worst case at once (no capacity check a piece: the
+// usual line); a longer one through std::string's appends, so that its room is never six times
+// a large string.
+struct room_sink {
+  char* p;
+  void literal(std::string_view s) { p = put(p, s); }
+  void text(std::string_view s) { p = put_json_string(p, s); }
+  void byte(char c) { *p++ = c; }
+  void timestamp(std::int64_t ms) {
+    write_timestamp(p, ms);
+    p += audit_timestamp_bytes;
   }
+};
 
+struct string_sink {
+  std::string& out;
+  void literal(std::string_view s) { append_literal(out, s); }
+  void text(std::string_view s) { append_json_string(out, s); }
+  void byte(char c) { out.push_back(c); }
+  void timestamp(std::int64_t ms) {
+    char t[audit_timestamp_bytes];
+    write_timestamp(t, ms);
+    out.append(t, sizeof t);
+  }
+};
+
+constexpr std::string_view key_timestamp = R"({"timestamp":")";
+constexpr std::string_view key_extension = R"(","extension":)";
+constexpr std::string_view key_capability = R"(,"capability":)";
+constexpr std::string_view key_denied = R"(,"action":"denied","details":{)";
+constexpr std::string_view key_allowed = R"(,"action":"allowed","details":{)";
+constexpr std::string_view key_reason = R"(,"reason":)";
+constexpr std::string_view key_decided_by = R"(,"decidedBy":")";
+constexpr std::string_view key_tool = R"(,"tool":)";
+constexpr std::string_view key_tool_call_id = R"(,"toolCallId":)";
+constexpr std::string_view key_session = R"(,"session":)";
+constexpr std::string_view key_seq = R"(,"seq":)";
+
+// Every byte a line has besides its strings and its decider's name: the keys, the timestamp,
+// the closing brace of details, the missing reason with its quotes, the decider's closing
+// quote.
+constexpr std::size_t line_fixed_room =
+    key_timestamp.size() + audit_timestamp_bytes + key_extension.size() + key_capability.size() +
+    std::max(key_denied.size(), key_allowed.size()) + 1 + key_reason.size() + audit_missing_reason.size() + 2 +
+    key_decided_by.size() + 1 + key_tool.size() + key_tool_call_id.size() + key_session.size() + key_seq.size();
+constexpr std::size_t line_bytes_limit = 16 * 1024;
+
+// The most bytes line `e` can take, or 0 when its strings hold more than line_bytes_limit.
+template <class Entry>
+std::size_t line_room(const Entry& e) {
+  std::size_t bytes = e.extension.size() + e.capability.size() + e.reason.size() + e.tool.size() +
+                      e.tool_call_id.size() + e.session.size();
+  std::size_t strings = 6;
+  for (const auto& [key, value] : e.details) {
+    bytes += key.size() + value.size();
+    strings += 2;
+    if (bytes > line_bytes_limit) return 0;
+  }
+  if (bytes > line_bytes_limit) return 0;
+  // Each detail's ',' and ':' are two bytes of its own.
+  return line_fixed_room + to_string(e.decided_by).size() + escaped_room(bytes) + strings * json_string_room(0) +
+         e.details.size() * 2;
+}
+
+// The line up to `"seq":`, for an audit_entry or an audit_entry_view (the same members).
+template <class Entry, class Sink>
+void write_prefix(Sink& out, const Entry& entry) {
   const bool denied = entry.action != audit_action::allowed;
-  append_literal(out, R"({"timestamp":")");
-  char timestamp[audit_timestamp_bytes];
-  write_timestamp(timestamp, entry.timestamp_ms);
-  out.append(timestamp, sizeof timestamp);
-  append_literal(out, R"(","extension":)");
-  append_json_string(out, entry.extension);
-  append_literal(out, R"(,"capability":)");
-  append_json_string(out, entry.capability);
-  append_literal(out, denied ? R"(,"action":"denied","details":{)"
-                             : R"(,"action":"allowed","details":{)");
+  out.literal(key_timestamp);
+  out.timestamp(entry.timestamp_ms);
+  out.literal(key_extension);
+  out.text(entry.extension);
+  out.literal(key_capability);
+  out.text(entry.capability);
+  out.literal(denied ? key_denied : key_allowed);
   bool first = true;
   for (const auto& [key, value] : entry.details) {
-    if (!first) out.push_back(',');
+    if (!first) out.byte(',');
     first = false;
-    append_json_string(out, key);
-    out.push_back(':');
-    append_json_string(out, value);
+    out.text(key);
+    out.byte(':');
+    out.text(value);
   }
-  out.push_back('}');
+  out.byte('}');
   if (!entry.reason.empty()) {
-    append_literal(out, R"(,"reason":)");
-    append_json_string(out, entry.reason);
+    out.literal(key_reason);
+    out.text(entry.reason);
   } else if (denied) {
-    append_literal(out, R"(,"reason":")");
-    append_literal(out, audit_missing_reason);
-    out.push_back('"');
+    out.literal(key_reason);
+    out.byte('"');
+    out.literal(audit_missing_reason);
+    out.byte('"');
   }
-  append_literal(out, R"(,"decidedBy":")");
-  append_literal(out, to_string(entry.decided_by));
-  out.push_back('"');
-  append_optional(out, R"(,"tool":)", entry.tool);
-  append_optional(out, R"(,"toolCallId":)", entry.tool_call_id);
-  append_optional(out, R"(,"session":)", entry.session);
-  append_literal(out, R"(,"seq":)");
+  out.literal(key_decided_by);
+  out.literal(to_string(entry.decided_by));
+  out.byte('"');
+  if (!entry.tool.empty()) out.literal(key_tool), out.text(entry.tool);
+  if (!entry.tool_call_id.empty()) out.literal(key_tool_call_id), out.text(entry.tool_call_id);
+  if (!entry.session.empty()) out.literal(key_session), out.text(entry.session);
+  out.literal(key_seq);
+}
+
+template <class Entry>
+void append_prefix(std::string& out, const Entry& entry) {
+  const std::size_t room = line_room(entry);
+  if (room == 0) {
+    string_sink sink{out};
+    write_prefix(sink, entry);
+    return;
+  }
+  // Grown geometrically, so that a caller batching many lines never copies a line.
+  const std::size_t at = out.size();
+  if (out.capacity() - at < room) out.reserve(std::max(at + room, 2 * out.capacity()));
+  out.resize(at + room);
+  room_sink sink{out.data() + at};
+  write_prefix(sink, entry);
+  const auto written = static_cast<std::size_t>(sink.p - (out.data() + at));
+  if (written > room) std::abort();  // line_room is wrong: memory past the line was written
+  out.resize(at + written);
 }
 
 }  // namespace

@@ -53,6 +53,63 @@ inline const char* skip_plain(const char* p, const char* end) {
   return p;
 }
 
+// skip_plain that copies what it passes to `out`: both advance to the first byte that does not
+// go out unchanged (or to end). Whole words are stored, so `out` needs room for 8 bytes past
+// where it stops; the last word of a run of 8 or more rewrites the bytes before `out` it
+// overlaps with the same bytes (this call copied them one for one).
+[[gnu::always_inline]] inline void copy_plain(const char*& p, const char* end, char*& out) {
+  if constexpr (std::endian::native == std::endian::little) {
+    const char* const start = p;
+    while (end - p >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p, sizeof w);
+      std::memcpy(out, &w, sizeof w);
+      if (const std::uint64_t m = special_bytes(w); m != 0) {
+        const auto n = static_cast<std::size_t>(std::countr_zero(m) / 8);
+        p += n;
+        out += n;
+        return;
+      }
+      p += 8;
+      out += 8;
+    }
+    if (p != end && end - start >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, end - 8, sizeof w);
+      const auto passed = static_cast<std::size_t>(8 - (end - p));
+      std::memcpy(out - passed, &w, sizeof w);
+      const std::uint64_t m = special_bytes(w) >> (8 * passed);
+      const auto n = m != 0 ? static_cast<std::size_t>(std::countr_zero(m) / 8) : static_cast<std::size_t>(end - p);
+      p += n;
+      out += n;
+      return;
+    }
+    // A string of 1 to 7 bytes left: its bytes gathered into one word by loads that overlap
+    // (within it), the rest of the word 'a's, which are not special and borrow nothing.
+    if (p != end) {
+      const auto n = static_cast<std::size_t>(end - p);
+      std::uint64_t w;
+      if (n >= 4) {
+        std::uint32_t lo, hi;
+        std::memcpy(&lo, p, sizeof lo);
+        std::memcpy(&hi, end - 4, sizeof hi);
+        w = lo | (std::uint64_t{hi} << (8 * (n - 4)));
+      } else {
+        const auto byte = [&](std::size_t i) { return std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i); };
+        w = byte(0) | byte(n / 2) | byte(n - 1);
+      }
+      w |= (ones * 'a') << (8 * n);
+      std::memcpy(out, &w, sizeof w);
+      const std::uint64_t m = special_bytes(w);
+      const auto k = m != 0 ? static_cast<std::size_t>(std::countr_zero(m) / 8) : n;
+      p += k;
+      out += k;
+      return;
+    }
+  }
+  while (p != end && !is_special(static_cast<unsigned char>(*p))) *out++ = *p++;
+}
+
 // One step of UTF-8 validation (Unicode Table 3-7, "well-formed byte sequences"):
 // the length of a valid sequence, or of the maximal invalid subpart that U+FFFD replaces
 // (at least one byte). Overlongs, surrogates and > U+10FFFF fail on the second byte.

@@ -106,11 +106,32 @@ std::int64_t parse_timestamp(std::string_view t) {
          ((hour * 60 + minute) * 60 + second) * 1000 + num(20, 3);
 }
 
+// The input after a plain run of every length up to two words escapes as alone, appended
+// (plain bytes passed a word at a time) and in a line (copied a word at a time as read).
+void check_after_runs(std::string_view input) {
+  std::string alone;
+  dhara::policy::append_json_string(alone, input);
+  const std::string inner = alone.substr(1, alone.size() - 2);
+  for (std::size_t before = 0; before <= 16; ++before) {
+    const std::string pad(before, 'a');
+    const std::string expected = "\"" + pad + inner + "\"";
+    std::string out;
+    dhara::policy::append_json_string(out, pad + std::string(input));
+    require(out == expected);
+    audit_entry e;
+    e.extension = pad + std::string(input);
+    std::string line;
+    dhara::policy::append_audit_body(line, e);
+    require(line.find("\"extension\":" + expected + ",") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view whole(reinterpret_cast<const char*>(data), size);
   check_json_string(whole);
+  check_after_runs(whole.substr(0, 40));
 
   FuzzedDataProvider in(data, size);
   audit_entry e;

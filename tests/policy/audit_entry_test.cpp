@@ -425,6 +425,76 @@ TEST_CASE("short hostile strings escape the same at every position of a run", "[
   }
 }
 
+TEST_CASE("a hostile sequence after a plain run of any length escapes the same, appended or in a line",
+          "[policy][audit]") {
+  // Plain bytes are passed eight at a time, a short string gathered into one word, and a
+  // line's strings copied word by word as they are read: each hostile sequence after runs of
+  // every length up to three words, before a tail of every length up to one, both ways.
+  for (const auto& r : escape_table()) {
+    if (r.input.empty() || r.input.size() > 4) continue;
+    const std::string inner = r.expected.substr(1, r.expected.size() - 2);
+    for (std::size_t before = 0; before <= 24; ++before) {
+      for (std::size_t after = 0; after <= 9; ++after) {
+        const std::string head(before, 'a'), tail(after, 'b');
+        const std::string expected = "\"" + head + inner + tail + "\"";
+        INFO(r.name << " after " << before << ", before " << after);
+        REQUIRE(json_string(head + r.input + tail) == expected);
+        audit_entry e = example_entry();
+        e.extension = head + r.input + tail;
+        REQUIRE(line_of(e).find("\"extension\":" + expected + ",") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("lines whose every byte takes six to escape are exact below, at and past the one-piece size",
+          "[policy][audit]") {
+  // A line is written into room made for its worst case (6 bytes a string byte) when its
+  // strings hold at most 16 KiB, else by appends: both sides of that size, with the bytes
+  // whose escape is longest.
+  for (const char c : {'\x01', '\xff'}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{2047}, std::size_t{2048}, std::size_t{2049}}) {
+      const std::string s(n, c);
+      audit_entry e = full_entry();
+      e.extension = e.capability = e.reason = e.tool = e.tool_call_id = e.session = s;
+      e.details = {{s, s}};  // 8 strings of n bytes: 16 KiB in all at n = 2048
+      const std::string line = line_of(e);
+      audit_lines lines;
+      lines.add(e);
+      const std::vector<audit_detail> view_details = {{s, s}};
+      audit_entry_view view{e.timestamp_ms, e.extension, e.capability, e.action, view_details, e.reason,
+                            e.decided_by, e.tool, e.tool_call_id, e.session};
+      lines.add(view);
+      INFO("byte " << int(static_cast<unsigned char>(c)) << ", " << n << " bytes a string");
+      REQUIRE(lines.size() == 2);
+      CHECK(line.substr(0, line.rfind(",\"seq\":") + 7) == lines[0]);
+      CHECK(lines[1] == lines[0]);
+      const std::string decoded = c == '\x01' ? s : [&] {
+        std::string r;
+        for (std::size_t i = 0; i < n; ++i) r += "\xef\xbf\xbd";
+        return r;
+      }();
+      CHECK(line.size() > 6 * 8 * n);
+      const auto j = ordered_json::parse(line);
+      for (const char* key : {"extension", "capability", "reason", "tool", "toolCallId", "session"})
+        CHECK(j[key].get<std::string>() == decoded);
+      CHECK(j["details"][decoded].get<std::string>() == decoded);
+    }
+  }
+}
+
+TEST_CASE("a line of many empty details is exact", "[policy][audit]") {
+  // Nothing but separators and quotes: the room a detail takes beyond its strings' bytes.
+  audit_entry e = example_entry();
+  e.details.assign(20'000, {"", ""});
+  const std::string line = line_of(e);
+  std::string expected = "\"details\":{\"\":\"\"";
+  for (int i = 1; i < 20'000; ++i) expected += ",\"\":\"\"";
+  expected += "}";
+  CHECK(line.find(expected) != std::string::npos);
+  CHECK_NOTHROW(ordered_json::parse(line));
+}
+
 TEST_CASE("every line parses whichever field holds a hostile string", "[policy][audit]") {
   for (const auto& r : escape_table()) {
     INFO(r.name);
