@@ -413,7 +413,11 @@ void audit_lines::move_tail(std::size_t first, audit_lines& into) {
 
 void audit_lines::reserve(std::size_t lines, std::size_t bytes) {
   ends_.reserve(lines);
-  text_.reserve(bytes);
+  // A line is written into room made for its worst case, ~6 times its strings: room for that
+  // past `bytes`, or the last of `lines` lines as long as their average would grow the text,
+  // copying every line before it.
+  const std::size_t average = lines == 0 ? 0 : bytes / lines;
+  text_.reserve(bytes + 6 * average + line_fixed_room + 256);
 }
 
 void audit_lines::clear() {
