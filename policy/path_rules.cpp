@@ -869,6 +869,17 @@ struct path_forms {
   bool no_dotdot = false;  // `input` has no `..` segment: it was in normal form, or plain
 };
 
+// Whether the session folder `cwd` is in normal form. A session's checks all ask about the
+// same folder: the last one this thread found in normal form is remembered, and a folder equal
+// to it, byte for byte, is not read again.
+bool cwd_is_normal(std::string_view cwd) {
+  thread_local std::string last_normal;
+  if (!last_normal.empty() && cwd == last_normal) return true;
+  if (!is_normal_abs_path(cwd)) return false;
+  last_normal.assign(cwd);
+  return true;
+}
+
 // The first steps of check_path: `raw` checked for form, `~` expanded, the lexical normal form
 // made into `f`. A denial when the path cannot be checked.
 [[gnu::always_inline]] inline std::optional<decision> read_path(std::string_view raw, std::string_view cwd,
@@ -887,7 +898,7 @@ struct path_forms {
     f.input = expanded;
   }
   bool ok;
-  if (f.input.front() != '/' && is_normal_abs_path(cwd)) {
+  if (f.input.front() != '/' && cwd_is_normal(cwd)) {
     // The session cwd is normalized once per snapshot: copy it, then add the relative path,
     // in one piece when it has no segment to apply (the usual "src/app.ts").
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
