@@ -521,6 +521,18 @@ TEST_CASE("a relative path with a non-absolute session cwd is a failure", "[poli
   CHECK(d.decided_by == decider::failure);
 }
 
+TEST_CASE("a session folder not in normal form is normalized after one of the same length that was", "[policy][path]") {
+  // The last folder found in normal form is remembered: a folder of the same length that
+  // differs, with a `..` in it, must still be read and normalized.
+  auto r = rules({"/home/u/proj"}, {"/home/p/secret"});
+  CHECK(check(r, "secret/key", "/home/u/proj").allowed());
+  const decision d = check(r, "secret/key", "/home/u/../p");  // as long as /home/u/proj
+  CHECK_FALSE(d.allowed());
+  CHECK(d.reason.find("denied by the rule /home/p/secret") != std::string::npos);
+  CHECK(check(r, "x", "/home/u/proj/").allowed());  // a trailing slash: normalized
+  CHECK(check(r, "secret/key", "/home/u/proj").allowed());
+}
+
 namespace {
 
 // Records what check_path asks it to resolve, and answers with the path unchanged.
