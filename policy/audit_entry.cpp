@@ -70,10 +70,10 @@ struct string_out {
   void done(const char* in) { s.append(run, static_cast<std::size_t>(in - run)); }
 };
 
-// Room the escaped bytes of a string of `n` bytes may take in a room_out: 6 a byte at worst
-// (`\u001f`, or `\ufffd` for an invalid byte), and 8 for the whole words copy_plain stores.
-constexpr std::size_t escaped_room(std::size_t n) { return 6 * n + 8; }
-constexpr std::size_t json_string_room(std::size_t n) { return escaped_room(n) + 2; }
+// Room a room_out needs: 6 bytes a byte escaped at worst (`\u001f`, or `\ufffd` for an
+// invalid byte), and past the end of what it writes, 8 for the whole words copy_plain stores.
+constexpr std::size_t escaped_bytes_at_most = 6;
+constexpr std::size_t store_slack = 8;
 
 // Writes the bytes [p, end) to `out` as the inside of a JSON string literal (see
 // append_json_string).
@@ -115,7 +115,8 @@ void escape(Out& out, const char* p, const char* const end) {
   }
 }
 
-// A JSON string literal of `s` at `out`, which has json_string_room(s.size()) bytes of room.
+// A JSON string literal of `s` at `out`: at most 6 * s.size() + 2 bytes, and store_slack more
+// of room past them.
 inline char* put_json_string(char* out, std::string_view s) {
   *out++ = '"';
   room_out r{out};
@@ -300,7 +301,8 @@ constexpr std::size_t line_fixed_room =
     key_decided_by.size() + 1 + key_tool.size() + key_tool_call_id.size() + key_session.size() + key_seq.size();
 constexpr std::size_t line_bytes_limit = 16 * 1024;
 
-// The most bytes line `e` can take, or 0 when its strings hold more than line_bytes_limit.
+// The most bytes line `e` can take with store_slack past them, or 0 when its strings hold more
+// than line_bytes_limit.
 template <class Entry>
 std::size_t line_room(const Entry& e) {
   std::size_t bytes = e.extension.size() + e.capability.size() + e.reason.size() + e.tool.size() +
@@ -312,9 +314,9 @@ std::size_t line_room(const Entry& e) {
     if (bytes > line_bytes_limit) return 0;
   }
   if (bytes > line_bytes_limit) return 0;
-  // Each detail's ',' and ':' are two bytes of its own.
-  return line_fixed_room + to_string(e.decided_by).size() + escaped_room(bytes) + strings * json_string_room(0) +
-         e.details.size() * 2;
+  // Each string's two quotes, each detail's ',' and ':'.
+  return line_fixed_room + to_string(e.decided_by).size() + escaped_bytes_at_most * bytes + 2 * strings +
+         2 * e.details.size() + store_slack;
 }
 
 // The line up to `"seq":`, for an audit_entry or an audit_entry_view (the same members).
@@ -355,23 +357,43 @@ void write_prefix(Sink& out, const Entry& entry) {
   out.literal(key_seq);
 }
 
+// Appends the line to `out`, or, should an allocation fail, leaves `out` as it was.
 template <class Entry>
 void append_prefix(std::string& out, const Entry& entry) {
-  const std::size_t room = line_room(entry);
-  if (room == 0) {
-    string_sink sink{out};
-    write_prefix(sink, entry);
-    return;
-  }
-  // Grown geometrically, so that a caller batching many lines never copies a line.
   const std::size_t at = out.size();
-  if (out.capacity() - at < room) out.reserve(std::max(at + room, 2 * out.capacity()));
-  out.resize(at + room);
-  room_sink sink{out.data() + at};
-  write_prefix(sink, entry);
-  const auto written = static_cast<std::size_t>(sink.p - (out.data() + at));
-  if (written > room) std::abort();  // line_room is wrong: memory past the line was written
-  out.resize(at + written);
+  try {
+    const std::size_t room = line_room(entry);
+    if (room == 0) {
+      string_sink sink{out};
+      write_prefix(sink, entry);
+      return;
+    }
+    // Grown geometrically, so that a caller batching many lines never copies a line.
+    if (out.capacity() - at < room) out.reserve(std::max(at + room, 2 * out.capacity()));
+    out.resize(at + room);
+    room_sink sink{out.data() + at};
+    write_prefix(sink, entry);
+    const auto written = static_cast<std::size_t>(sink.p - (out.data() + at));
+    // After the fact, so for tests (ASan sees the write itself): line_room was too small.
+    if (written + store_slack > room) std::abort();
+    out.resize(at + written);
+  } catch (...) {
+    out.resize(at);
+    throw;
+  }
+}
+
+// A line into `text` and its end into `ends`, both or neither.
+template <class Entry>
+void add_line(std::string& text, std::vector<std::size_t>& ends, const Entry& entry) {
+  const std::size_t at = text.size();
+  append_prefix(text, entry);
+  try {
+    ends.push_back(text.size());
+  } catch (...) {
+    text.resize(at);
+    throw;
+  }
 }
 
 }  // namespace
@@ -384,15 +406,9 @@ void append_audit_body(std::string& out, const audit_entry& entry) {
   out.append(digits, end);
 }
 
-void audit_lines::add(const audit_entry& entry) {
-  append_prefix(text_, entry);
-  ends_.push_back(text_.size());
-}
+void audit_lines::add(const audit_entry& entry) { add_line(text_, ends_, entry); }
 
-void audit_lines::add(const audit_entry_view& entry) {
-  append_prefix(text_, entry);
-  ends_.push_back(text_.size());
-}
+void audit_lines::add(const audit_entry_view& entry) { add_line(text_, ends_, entry); }
 
 void audit_lines::add(const audit_lines& other) {
   const std::size_t base = text_.size();
