@@ -899,7 +899,7 @@ bool cwd_is_normal(std::string_view cwd) {
   }
   bool ok;
   if (f.input.front() != '/' && cwd_is_normal(cwd)) {
-    // The session cwd is normalized once per snapshot: copy it, then add the relative path,
+    // The session folder in normal form (cwd_is_normal): copy it, then add the relative path,
     // in one piece when it has no segment to apply (the usual "src/app.ts").
     lexical.assign(cwd.size() == 1 ? std::string_view{} : cwd);
     if (plain_segments(f.input)) {
