@@ -26,7 +26,7 @@ void answer(Table& t, T& x, std::size_t max_spare) {
 
 // Tells every call waiting on `source` that its answer will not come.
 template <class Table>
-void fail_waiting_on(Table& t, const caf::actor_addr& source, const caf::error& why) {
+void fail_waiting_on(Table& t, caf::actor_id source, const caf::error& why) {
   std::vector<typename Table::map::mapped_type> lost;
   for (auto it = t.live.begin(); it != t.live.end();) {
     if (it->second.from != source) {
@@ -51,12 +51,13 @@ void call_replies::answered(call_results& rs) {
 }
 
 void call_replies::down(const caf::down_msg& m) {
-  watched_.erase(m.source);
+  const caf::actor_id source = m.source ? m.source.id() : caf::actor_id{0};
+  watched_.erase(source);
   // An actor that ended normally still dropped the messages left in its mailbox: named as
   // CAF names a request whose receiver went down.
   caf::error why = m.reason ? m.reason : caf::make_error(caf::sec::request_receiver_down);
-  fail_waiting_on(checks_, m.source, why);
-  fail_waiting_on(results_, m.source, why);
+  fail_waiting_on(checks_, source, why);
+  fail_waiting_on(results_, source, why);
 }
 
 }  // namespace dhara::actors

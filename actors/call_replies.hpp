@@ -17,8 +17,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include <caf/actor_addr.hpp>
-#include <caf/actor_cast.hpp>
 #include <caf/error.hpp>
 #include <caf/fwd.hpp>
 
@@ -60,9 +58,14 @@ class call_replies {
   static constexpr std::size_t max_spare_nodes = 256;
 
  private:
+  // `from` is the id of the actor that will answer, not its address: an address is a weak
+  // reference, and taking and dropping one for every call is two atomic operations on the
+  // answering actor's control block, which that actor's own thread keeps changing (seen at ~3 %
+  // of the CPU of checks through the actors: docs/performance.md). Ids are unique in an actor
+  // system and never reused, and a down message names its actor's.
   template <class T>
   struct waiter {
-    caf::actor_addr from;
+    caf::actor_id from = 0;
     handler<T> k;
   };
   // The waiting calls by ticket, and the nodes of answered ones kept for the next calls: a
@@ -75,23 +78,24 @@ class call_replies {
   };
 
   template <class Self, class Handle>
-  caf::actor_addr watch(Self* self, const Handle& to) {
-    auto addr = caf::actor_cast<caf::actor_addr>(to);
-    if (watched_.insert(addr).second) self->monitor(to);
-    return addr;
+  caf::actor_id watch(Self* self, const Handle& to) {
+    if (!to) return 0;  // as documented, nothing would ever answer (0: no actor has that id)
+    const caf::actor_id id = to.id();
+    if (watched_.insert(id).second) self->monitor(to);
+    return id;
   }
 
   template <class T>
-  std::uint64_t add(table<T>& t, caf::actor_addr from, handler<T> k) {
+  std::uint64_t add(table<T>& t, caf::actor_id from, handler<T> k) {
     const std::uint64_t ticket = ++last_ticket_;  // 0 is "no ticket"
     if (t.spare.empty()) {
-      t.live.emplace(ticket, waiter<T>{std::move(from), std::move(k)});
+      t.live.emplace(ticket, waiter<T>{from, std::move(k)});
       return ticket;
     }
     auto node = std::move(t.spare.back());
     t.spare.pop_back();
     node.key() = ticket;
-    node.mapped() = waiter<T>{std::move(from), std::move(k)};
+    node.mapped() = waiter<T>{from, std::move(k)};
     t.live.insert(std::move(node));
     return ticket;
   }
@@ -99,7 +103,7 @@ class call_replies {
   std::uint64_t last_ticket_ = 0;
   table<check_outcome> checks_;
   table<call_result> results_;
-  std::unordered_set<caf::actor_addr> watched_;
+  std::unordered_set<caf::actor_id> watched_;  // the actors monitored
 };
 
 }  // namespace dhara::actors
