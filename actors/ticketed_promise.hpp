@@ -35,7 +35,11 @@ class ticketed_promise {
     if (ticket == 0 || self->current_message_id().is_request()) rp_ = self->template make_response_promise<T>();
     else {
       self_ = self->ctrl();
-      to_ = self->current_sender();
+      // Taken from the message, as CAF's own response promise takes it: a copy would add a
+      // reference to the asker's control block here and drop the message's later, two atomic
+      // operations on a block the asker's own thread changes with every message it sends.
+      // The handler reads current_sender() before it makes its promise, if at all.
+      to_ = std::move(self->current_sender());
     }
   }
 
@@ -103,7 +107,7 @@ class answers_together {
   /// into room made for all of them (optional; a vector grown one answer at a time moved
   /// each answer about twice).
   void expect(const ticketed_promise<T>& p) {
-    if (p.self_ && p.to_) ++group_of(p.to_).expected;
+    if (p.self_ && p.to_) ++group_of(p.to_.get()).expected;
   }
 
   /// `p` counts as answered from here on (its destructor answers nothing more).
@@ -111,10 +115,13 @@ class answers_together {
     if (!p.self_ || !p.to_) return p.deliver(std::move(answer));  // a request; answered or anonymous
     answer.ticket = p.ticket_;
     if (!self_) self_ = p.self_;
-    group& g = group_of(p.to_);
+    group& g = group_of(p.to_.get());
     if (g.answers.empty()) g.answers.reserve(g.expected > 0 ? g.expected : hint_);
     g.answers.push_back(std::move(answer));
-    p.to_.reset();  // held here now: sent by send_all
+    // Held here now, sent by send_all. The group's first answer brings the asker's reference
+    // with it (moved: no atomic operation on the asker's control block); the others drop theirs.
+    if (!g.to) g.to = std::move(p.to_);
+    else p.to_.reset();
   }
 
   /// Sends what is held: one message to each asker. A group is forgotten once it is sent, so
@@ -137,16 +144,20 @@ class answers_together {
 
  private:
   struct group {
-    caf::strong_actor_ptr to;
+    const caf::actor_control_block* asker = nullptr;  // whom the group answers
+    caf::strong_actor_ptr to;  // a reference to it, from the first answer added
     std::vector<T> answers;
     std::size_t expected = 0;
   };
 
-  group& group_of(const caf::strong_actor_ptr& to) {
+  // The group of `asker`, made when there is none. The pointer only names the asker: a
+  // promise that holds a reference to it is alive while its group is looked up, so no other
+  // actor's block can have taken its address.
+  group& group_of(const caf::actor_control_block* asker) {
     // Answers to one asker usually come in a run: the last group first, then the others.
     for (auto it = groups_.rbegin(); it != groups_.rend(); ++it)
-      if (it->to == to) return *it;
-    return groups_.emplace_back(group{to, {}, 0});
+      if (it->asker == asker) return *it;
+    return groups_.emplace_back(group{asker, nullptr, {}, 0});
   }
 
   caf::strong_actor_ptr self_;  // the answering actor
