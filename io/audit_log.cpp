@@ -7,6 +7,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -63,20 +66,37 @@ void close_fd(int& fd) {
 
 // ---- SHA-256 ---------------------------------------------------------------------------
 
-// The two hex digits of every byte value, in order: a digest's hex is 32 two-byte copies.
-constexpr std::array<char, 512> hex_pairs = [] {
-  std::array<char, 512> t{};
-  constexpr char digits[] = "0123456789abcdef";
-  for (unsigned b = 0; b < 256; ++b) {
-    t[2 * b] = digits[b >> 4];
-    t[2 * b + 1] = digits[b & 0xF];
-  }
-  return t;
-}();
-
-// Writes the 64 hex digits of a 32-byte digest into out[0..64).
+// Writes the 64 hex digits of a 32-byte digest into out[0..64). With SSE2 (every x86-64),
+// sixteen bytes at a time: each nibble n becomes '0' + n, plus 'a' - '0' - 10 when n > 9, and
+// the high and low digits are interleaved: ~25 instructions a digest, where copies of each
+// byte's two digits from a table (below) took ~256. The audit writer makes one a line.
 void digest_hex(const unsigned char* digest, char* out) {
+#if defined(__SSE2__)
+  const __m128i low_nibble = _mm_set1_epi8(0x0F);
+  auto digits = [](__m128i nibbles) {  // 0 to 15 in each byte: never negative as a signed byte
+    const __m128i past_nine = _mm_and_si128(_mm_cmpgt_epi8(nibbles, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+    return _mm_add_epi8(_mm_add_epi8(nibbles, _mm_set1_epi8('0')), past_nine);
+  };
+  for (unsigned half = 0; half < 2; ++half) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(digest + 16 * half));
+    const __m128i high = digits(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibble));
+    const __m128i low = digits(_mm_and_si128(bytes, low_nibble));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half), _mm_unpacklo_epi8(high, low));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half + 16), _mm_unpackhi_epi8(high, low));
+  }
+#else
+  // The two hex digits of every byte value, in order: a digest's hex is 32 two-byte copies.
+  static constexpr std::array<char, 512> hex_pairs = [] {
+    std::array<char, 512> t{};
+    constexpr char hex[] = "0123456789abcdef";
+    for (unsigned b = 0; b < 256; ++b) {
+      t[2 * b] = hex[b >> 4];
+      t[2 * b + 1] = hex[b & 0xF];
+    }
+    return t;
+  }();
   for (unsigned i = 0; i < 32; ++i) std::memcpy(out + 2 * i, hex_pairs.data() + 2 * digest[i], 2);
+#endif
 }
 
 // One fetched SHA-256 implementation and one context, reused for every line: fetching or
