@@ -569,6 +569,27 @@ TEST_CASE("a look taken ahead answers once and never after its round", "[io][res
   CHECK(*r.resolve(other) == t / "secret");
 }
 
+TEST_CASE("a folder where a link could not be followed is not looked at ahead until a path in it has none",
+          "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  fs::create_symlink(t / "proj/loop", t / "proj/loop");  // a link to itself: no resolution
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  io::real_path_resolver r;
+  const std::vector<std::string> paths = {t / "proj/a", t / "proj/b"};
+  REQUIRE(io::real_path_resolver::look_ahead(paths) == 2);
+  io::real_path_resolver::end_look_ahead();
+  // Its first look meets the link, which cannot be resolved nor kept as a known link: the
+  // folder is remembered, and its paths go to the kernel's one walk at once, without a look.
+  CHECK_FALSE(r.resolve(t / "proj/loop"));
+  CHECK(io::real_path_resolver::look_ahead(paths) == 0);
+  // A path there that resolves to itself has no link: the folder is forgotten.
+  CHECK(*r.resolve(t / "proj/a") == t / "proj/a");
+  io::real_path_resolver::end_look_ahead();
+  CHECK(io::real_path_resolver::look_ahead(paths) == 2);
+  io::real_path_resolver::end_look_ahead();
+}
+
 TEST_CASE("without io_uring the resolver takes every look itself", "[io][resolver]") {
   temp_tree t;
   fs::create_directories(t / "real");
