@@ -46,16 +46,23 @@ constexpr std::size_t callers = 8;
 
 caf::actor_system* the_system = nullptr;  // one for the whole run, made in main
 
+// What the checks name: one of four paths (a round of checks names each many times), one of
+// four URLs, or a path no other check of the run names.
+enum class subjects { four_paths, urls, distinct_paths };
+
 // A typical allowed tool-call check: one path read (resolved on disk: symlinks followed), or
-// with `url`, one fetch of an allowed URL (decided without a syscall).
-actors::check_batch typical_batch(std::size_t i, bool url) {
+// one fetch of an allowed URL (decided without a syscall).
+actors::check_batch typical_batch(std::size_t i, subjects what) {
   static const char* paths[] = {"src/auth/login.ts", "package.json", "src/index.ts", "docs/README.md"};
   static const char* urls[] = {"https://api.example.com/v1/items", "https://docs.example.org/guide",
                                "https://api.example.com/v1/users/7", "https://cdn.example.org/lib.js"};
-  policy::gate_check check = url ? policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
-                                                      urls[i & 3], {}, "url"}
-                                 : policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path,
-                                                      paths[i & 3], {}, "path"};
+  policy::gate_check check =
+      what == subjects::urls
+          ? policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url, urls[i & 3], {}, "url"}
+          : policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path,
+                               what == subjects::four_paths ? std::string(paths[i & 3])
+                                                            : "src/gen/" + std::to_string(i) + ".ts",
+                               {}, "path"};
   actors::check_batch b{"web-tools", "read", "call-" + std::to_string(i), "bench", {}};
   b.checks.push_back(std::move(check));  // not through an initializer list, which copies
   return b;
@@ -63,7 +70,8 @@ actors::check_batch typical_batch(std::size_t i, bool url) {
 
 struct driver_state {
   actors::checker_actor checker;
-  bool url = false;
+  subjects what = subjects::four_paths;
+  std::size_t first = 0;  // the number of this driver's first check (distinct paths)
   std::size_t remaining = 0, inflight = 0, denied = 0;
   actors::call_replies replies;
   caf::response_promise done;  // answered with the denials once every check is answered
@@ -77,7 +85,7 @@ void fire(driver_ptr self) {
   while (st.remaining > 0 && st.inflight < window / callers) {
     --st.remaining;
     ++st.inflight;
-    auto batch = typical_batch(st.remaining, st.url);
+    auto batch = typical_batch(st.first + st.remaining, st.what);
     batch.ticket = st.replies.expect_check(self, st.checker, [self](actors::check_outcome* o, const caf::error&) {
       auto& s = self->state;
       --s.inflight;
@@ -90,9 +98,11 @@ void fire(driver_ptr self) {
 }
 
 // Keeps `window / callers` checks in flight on one checker until `total` are answered.
-caf::behavior driver(driver_ptr self, actors::checker_actor checker, std::size_t total, bool url) {
+caf::behavior driver(driver_ptr self, actors::checker_actor checker, std::size_t total, subjects what,
+                     std::size_t first) {
   self->state.checker = std::move(checker);
-  self->state.url = url;
+  self->state.what = what;
+  self->state.first = first;
   self->set_down_handler([=](caf::down_msg& m) { self->state.replies.down(m); });
   return {
       [=](go_atom) {
@@ -128,7 +138,8 @@ struct disk_project {
 
 // range(0): 1 = durability write, 2 = durability fsync, 3 = durability write with URL checks
 // (no path to resolve: what the actors and the audit cost without the resolver's syscalls),
-// 4 = durability write with path checks of files that exist (disk_project).
+// 4 = durability write with path checks of files that exist (disk_project), 5 = durability
+// write with a path no other check names (a round's checks share no first look).
 void BM_Checker_AuditedChecks(benchmark::State& state) {
   caf::actor_system& sys = *the_system;
   const auto durability = state.range(0) == 2 ? policy::audit_durability::fsync : policy::audit_durability::write;
@@ -153,9 +164,13 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
     caf::scoped_actor self{sys};
     for (auto _ : state) {
       std::vector<caf::actor> drivers;
+      const subjects what = state.range(0) == 3   ? subjects::urls
+                            : state.range(0) == 5 ? subjects::distinct_paths
+                                                  : subjects::four_paths;
+      const std::size_t each = checks_per_iteration / checkers.size() / callers;
       for (auto& c : checkers)
         for (std::size_t k = 0; k < callers; ++k)
-          drivers.push_back(sys.spawn(driver, c, checks_per_iteration / checkers.size() / callers, state.range(0) == 3));
+          drivers.push_back(sys.spawn(driver, c, each, what, checked + drivers.size() * each));
       using handle = decltype(self->request(drivers[0], caf::infinite, go_atom::value));
       std::vector<handle> pending;
       for (auto& d : drivers) pending.push_back(self->request(d, caf::infinite, go_atom::value));
@@ -175,7 +190,7 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
   if (denied) state.SkipWithError("some checks were denied");
   else if (lines < checked) state.SkipWithError("fewer audit lines than checks");
 }
-BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Arg(5)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Raw baseline: lines of about an audit line's size written in 64 KiB batches; with
 // range(0) = 1, one fdatasync per 10 ms as group commit does. Each iteration writes as many
@@ -229,6 +244,7 @@ class report : public dhara::bench::ratio_reporter {
     const double f = rate_prefix("BM_Checker_AuditedChecks/2/");
     const double u = rate_prefix("BM_Checker_AuditedChecks/3/");
     const double d = rate_prefix("BM_Checker_AuditedChecks/4/");
+    const double n = rate_prefix("BM_Checker_AuditedChecks/5/");
     std::printf("\n== checks through 2 checkers + the audit writer (%zu per iteration, %zu in flight per checker from %zu callers) ==\n",
                 checks_per_iteration, window, callers);
     std::printf("raw batched write     %8.2f M lines/s   + fdatasync/10 ms %8.2f M lines/s\n", raw / 1e6, raw_sync / 1e6);
@@ -244,6 +260,9 @@ class report : public dhara::bench::ratio_reporter {
     if (d > 0)
       std::printf("write, files on disk  %8.2f M checks/s  (%.2f of raw write; the paths above stop at a missing folder)\n",
                   d / 1e6, raw > 0 ? d / raw : 0.0);
+    if (n > 0)
+      std::printf("write, distinct paths %8.2f M checks/s  (%.2f of raw write; no path named twice; target >= 1 M/s %s)\n",
+                  n / 1e6, raw > 0 ? n / raw : 0.0, n >= 1e6 ? "ok" : "MISSED");
   }
 };
 

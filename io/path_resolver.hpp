@@ -45,12 +45,15 @@ class real_path_resolver final : public policy::path_resolver {
   /// 128 of them where io_uring can be used (open_batch.hpp). resolve() of such a path then
   /// uses the answer, once, in place of its own look, until end_look_ahead(), which the caller
   /// calls when the round is over. The answers are as old as the round, as if each resolution
-  /// had been made when it began. Returns how many looks were taken (0 for fewer than two, or
-  /// without io_uring: then resolve() looks itself).
+  /// had been made when it began. A path named again in the round shares its first naming's
+  /// look. Returns how many namings have a look (0 for fewer than two, or without io_uring: then
+  /// resolve() looks itself).
   static std::size_t look_ahead(std::span<const std::string> paths);
   static void end_look_ahead();
   /// How many of this thread's resolutions used a look taken ahead (tests and benchmarks).
   static std::uint64_t looked_ahead_answers();
+  /// How many looks this thread's rounds asked the kernel for (tests and benchmarks).
+  static std::uint64_t looks_asked_ahead();
   /// How many rounds, on any thread, took their looks together (tests and benchmarks).
   static std::uint64_t look_ahead_rounds();
   /// The two ways on their own (tests compare them). The kernel's answers only where the

@@ -543,6 +543,29 @@ TEST_CASE("first looks taken together give the answers resolve gives alone", "[i
   CHECK(io::real_path_resolver::looked_ahead_answers() - used_before >= 6);
 }
 
+TEST_CASE("a path named several times in a round is looked at once, and each naming is answered",
+          "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "real/dir");
+  touch(t / "real/dir/file");
+  fs::create_directory_symlink(t / "real", t / "link");
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  const std::string file = t / "real/dir/file", missing = t / "real/missing", linked = t / "link/dir/file";
+  const std::vector<std::string> paths = {file, missing, file, linked, file, missing, linked};
+  io::real_path_resolver r;
+  const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+  const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+  CHECK(io::real_path_resolver::look_ahead(paths) == paths.size());  // the repeats share the first's look
+  CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 3);  // the three paths, once each
+  std::vector<std::string> got;
+  for (const auto& p : paths) got.push_back(*r.resolve(p));
+  io::real_path_resolver::end_look_ahead();
+  CHECK(got == std::vector<std::string>{file, missing, file, file, file, missing, file});
+  // Every naming took its answer from the round, but the linked path's second: its first
+  // found the link, and a path under a known link takes no look.
+  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == paths.size() - 1);
+}
+
 TEST_CASE("a look taken ahead answers once and never after its round", "[io][resolver][hostile]") {
   temp_tree t;
   fs::create_directories(t / "proj");
