@@ -175,8 +175,9 @@ class linked_folders {
   }
   void add(std::string_view dir) {
     if (dir.empty() || contains(dir)) return;
-    held_ += dirs_[next_].empty();
-    dirs_[next_].assign(dir);
+    const bool was_empty = dirs_[next_].empty();
+    dirs_[next_].assign(dir);  // counted once it holds the folder (an overcount would only cost time)
+    held_ += was_empty;
     next_ = (next_ + 1) % dirs_.size();
   }
   void remove(std::string_view dir) {
@@ -320,8 +321,9 @@ class known_links {
     for (std::size_t end = path.find('/', boundary + 1);; end = path.find('/', end + 1)) {
       const std::string_view prefix = path.substr(0, end);
       if (read_link(prefix, target) > 0) {
-        held_ += links_[next_].path.empty();
+        const bool was_empty = links_[next_].path.empty();
         links_[next_].path.assign(prefix);
+        held_ += was_empty;
         links_[next_].splices = true;
         next_ = (next_ + 1) % links_.size();
         return true;
@@ -386,40 +388,56 @@ std::optional<first_look> look_of(int res) {
   return std::nullopt;
 }
 
-}  // namespace
-
 // The entries of a round that name the same path as an earlier one: looked at once, in the
 // earlier entry's look. Both looks would go to the kernel in one submission, microseconds
 // apart, and each answers as of the round's start either way (a look never outlives its
 // round). Checks that run together often name the same file. An open-addressing table of the
-// round's distinct paths, by hash: ~60 instructions a path, where a look costs ~1 µs of the
-// kernel's path walk.
+// round's distinct paths, by hash: ~80 instructions a path, where a look costs ~1 µs of the
+// kernel's path walk. The paths come from extensions, which could choose them to collide: a
+// path that finds no free slot nor its equal within `max_probes` is simply looked at itself.
 class same_paths {
  public:
-  // Forgets the last round; room for `n` paths.
+  // Forgets the last round; room for `n` paths (at least half the slots stay free).
   void start(std::size_t n) {
     std::size_t size = 16;
     while (size < 2 * n) size *= 2;
     slots_.assign(size, 0);
   }
   // The entry that first named `path` in this round, or `entry` itself when none did (then
-  // `path` is remembered as `entry`'s). `path` must stay where it is for the round.
+  // `path` is remembered as `entry`'s, where there is room). `path` must stay where it is for
+  // the round.
   std::size_t first_of(std::string_view path, std::size_t entry) {
     const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = std::hash<std::string_view>{}(path) & mask;; i = (i + 1) & mask) {
+    std::size_t i = std::hash<std::string_view>{}(path) & mask;
+    for (std::size_t probes = 0; probes < max_probes; ++probes, i = (i + 1) & mask) {
       if (slots_[i] == 0) {
         slots_[i] = entry + 1;
         return entry;
       }
       if (ahead[slots_[i] - 1].path == path) return slots_[i] - 1;
     }
+    return entry;
   }
 
  private:
+  static constexpr std::size_t max_probes = 16;
   std::vector<std::size_t> slots_;  // an entry's index + 1; 0: free
 };
 
+}  // namespace
+
 std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
+  // Should anything here throw (an allocation), the round ends with it: the caller's guard
+  // would not run, and an entry half-made, or one of an earlier round, would answer later.
+  try {
+    return take_looks_ahead(paths);
+  } catch (...) {
+    end_look_ahead();
+    throw;
+  }
+}
+
+std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> paths) {
   end_look_ahead();
   thread_local std::vector<std::size_t> to_look;  // the entries resolve() would take a look for
   thread_local std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (entry, the first with its path)
@@ -430,8 +448,8 @@ std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
   seen.start(paths.size());
   for (const std::string& p : paths) {
     looked_ahead& a = ahead[ahead_count++];
-    a.path.assign(p);
     a.look.reset();
+    a.path.assign(p);
     if (p.size() >= PATH_MAX || !takes_first_look(p, policy::is_normal_abs_path(p))) continue;
     const std::size_t entry = ahead_count - 1;
     if (const std::size_t first = seen.first_of(a.path, entry); first != entry) repeats.emplace_back(entry, first);

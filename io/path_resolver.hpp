@@ -60,6 +60,9 @@ class real_path_resolver final : public policy::path_resolver {
   /// whole path exists through plain symlinks, otherwise nothing.
   static policy::result<std::string> resolve_by_walk(std::string_view normalized_abs);
   static std::optional<std::string> resolve_in_kernel(std::string_view normalized_abs);
+
+ private:
+  static std::size_t take_looks_ahead(std::span<const std::string> paths);  // look_ahead's work
 };
 
 /// Locates executables: bare names on `path_env` (PATH), other names must exist; the result

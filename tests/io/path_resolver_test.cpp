@@ -566,6 +566,32 @@ TEST_CASE("a path named several times in a round is looked at once, and each nam
   CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == paths.size() - 1);
 }
 
+TEST_CASE("paths chosen to collide in a round's table are each looked at, and answered", "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  // Twenty names whose hashes share their low seven bits: the table of a round of 40 paths
+  // has 128 slots, so every one of them starts at the same slot. The first sixteen find a free
+  // slot within the sixteen a path may probe; the last four find none, are not remembered,
+  // and each naming of them is looked at itself.
+  std::vector<std::string> names;
+  std::size_t home = 0;
+  for (std::size_t k = 0; names.size() < 20; ++k) {
+    const std::string p = t / ("proj/f" + std::to_string(k));
+    const std::size_t slot = std::hash<std::string_view>{}(p) & 127;
+    if (names.empty()) home = slot;
+    if (slot == home) names.push_back(p);
+  }
+  std::vector<std::string> paths = names;
+  paths.insert(paths.end(), names.begin(), names.end());  // each named twice
+  const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+  CHECK(io::real_path_resolver::look_ahead(paths) == paths.size());
+  CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 16 + 4 * 2);
+  io::real_path_resolver r;
+  for (const auto& p : paths) CHECK(*r.resolve(p) == p);
+  io::real_path_resolver::end_look_ahead();
+}
+
 TEST_CASE("a look taken ahead answers once and never after its round", "[io][resolver][hostile]") {
   temp_tree t;
   fs::create_directories(t / "proj");
@@ -653,8 +679,10 @@ TEST_CASE("a look the kernel refused is never taken for a look without a link", 
   fs::create_directories(t / "real/dir");
   fs::create_directories(t / "secret");
   fs::create_directory_symlink(t / "secret", t / "real/dir/link");
+  fs::create_directory_symlink(t / "secret", t / "real/dir/link2");
   SKIP_UNLESS_LOOKS_GO_TOGETHER();  // sets up this thread's ring too
-  const std::vector<std::string> paths = {t / "real/dir/link", t / "real/dir/link"};
+  // Two paths, not one twice: a path named twice in a round is looked at once.
+  const std::vector<std::string> paths = {t / "real/dir/link", t / "real/dir/link2"};
   std::size_t taken = 0;
   {
     file_limit limit(256);
@@ -666,6 +694,7 @@ TEST_CASE("a look the kernel refused is never taken for a look without a link", 
   CHECK(taken == 0);
   io::real_path_resolver r;
   CHECK(*r.resolve(paths[0]) == t / "secret");
+  CHECK(*r.resolve(paths[1]) == t / "secret");
   io::real_path_resolver::end_look_ahead();
 }
 
