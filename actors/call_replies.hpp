@@ -32,7 +32,10 @@ class call_replies {
   using handler = std::function<void(T* answer, const caf::error& lost)>;
 
   /// Registers `k` for the answer `to` sends, watching `to` from now on; returns the ticket
-  /// to send with the message. `to` must be a valid handle (nothing would ever answer).
+  /// to send with the message. `to` must be a valid handle (nothing would ever answer), and an
+  /// actor of the caller's own actor system: calls are matched to the actors they wait on by
+  /// actor id, which is unique within one system (dhara runs one a process, and no remote
+  /// actors).
   template <class Self, class Handle>
   std::uint64_t expect_check(Self* self, const Handle& to, handler<check_outcome> k) {
     return add(checks_, watch(self, to), std::move(k));

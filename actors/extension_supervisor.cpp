@@ -451,6 +451,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](execute_atom, tool_call& call) -> caf::typed_response_promise<call_result> {
           auto& s = self->state;
           ticketed_promise<call_result> rp{self, call.ticket};
+          auto handle = rp.handle();
           if (s.stopping) {
             rp.deliver(call_error(io::rpc_error::cancelled, "cancelled: extension '" + s.cfg.name + "' is shutting down"));
           } else if (s.info.state == extension_state::failed) {
@@ -458,12 +459,12 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
                                     "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
                                     json{{"reason", s.info.reason}}));
           } else if (s.info.state == extension_state::ready && !s.expected_exit) {
-            send_call(self, std::move(call), rp);
+            send_call(self, std::move(call), std::move(rp));
           } else {
             // Starting, or being stopped by the kill chain: sent once the next process is ready.
-            s.waiting.push_back({std::move(call), rp});
+            s.waiting.push_back({std::move(call), std::move(rp)});
           }
-          return rp.handle();
+          return handle;
         },
         [=](cancel_atom, const std::string& tool_call_id) {
           auto& s = self->state;
