@@ -223,6 +223,18 @@ int root_dir() {
   return fd;
 }
 
+// The path the kernel walks for `path` through `link`, a component prefix of it whose target
+// is `to` (not empty), into `out`: a relative target continues from the link's folder.
+void splice_into(std::string& out, std::string_view path, std::string_view link, std::string_view to) {
+  out.clear();
+  if (to.front() != '/') {
+    out.append(folder_of(link));
+    out.push_back('/');
+  }
+  out.append(to);
+  out.append(path.substr(link.size()));  // "" or "/rest"
+}
+
 enum class splice {
   answered,  // `out` holds the resolution
   no_link,   // the known link is no symlink any more (or is gone)
@@ -254,13 +266,7 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
   if (n <= 0) return errno == EINVAL || errno == ENOENT || errno == ENOTDIR ? splice::no_link : splice::not_now;
   const std::string_view to(target, static_cast<std::size_t>(n));
   thread_local std::string spliced;  // kept: no allocation a path once it has grown
-  spliced.clear();
-  if (to.front() != '/') {
-    spliced.append(folder_of(link));
-    spliced.push_back('/');
-  }
-  spliced.append(to);
-  spliced.append(path.substr(link.size()));  // "" or "/rest"
+  splice_into(spliced, path, link, to);
   int fd;
   if (!policy::has_dotdot_segment(to)) {
     fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
@@ -286,6 +292,7 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
 class known_links {
  public:
   static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  static constexpr std::size_t slots = 16;
   struct link {
     std::string path;
     bool splices = true;
@@ -333,7 +340,7 @@ class known_links {
   }
 
  private:
-  std::array<link, 16> links_;
+  std::array<link, slots> links_;
   std::size_t next_ = 0;
   std::size_t held_ = 0;  // entries not empty
 };
@@ -342,25 +349,26 @@ class known_links {
 thread_local linked_folders linked;
 thread_local known_links links;
 
-// Whether resolve() begins with a first look for `path`: a canonical path under no known link,
-// in a folder not known to hold one.
-bool takes_first_look(std::string_view path, bool plain) {
-  return plain && links.covering(path) == known_links::none && !linked.contains(folder_of(path));
-}
-
-// The paths of a round (look_ahead), in the order they were given, each with the first look
-// taken for it, or none (not looked at, or an answer the look could not use). `ahead_count`
-// entries are the round's: the vector keeps its strings between rounds so that a round of the
-// usual size allocates nothing. end_look_ahead ends the round: a look never outlives it.
+// The paths of a round (look_ahead), in the order they were given, each with what was found
+// for it ahead: the first look taken for it, or for a path under a known link that splices,
+// its resolution through that link; or nothing (not looked at, or an answer that could not be
+// used). `ahead_count` entries are the round's: the vector keeps its strings between rounds so
+// that a round of the usual size allocates nothing. end_look_ahead ends the round: nothing
+// found ahead outlives it.
 struct looked_ahead {
   std::string path;
   std::optional<first_look> look;
+  std::size_t link = known_links::none;  // the known link the round walks `path` through
+  bool through = false;                  // `resolved` is the path's resolution through `link`
+  std::string spliced;                   // what the round asked the kernel to walk, for `link`
+  std::string resolved;
 };
 thread_local std::vector<looked_ahead> ahead;
 thread_local std::size_t ahead_count = 0;
 thread_local std::size_t ahead_next = 0;  // the first entry not yet passed
 thread_local std::uint64_t looked_ahead_answers = 0;  // see real_path_resolver::looked_ahead_answers
 thread_local std::uint64_t looks_asked_ahead = 0;     // see real_path_resolver::looks_asked_ahead
+thread_local std::uint64_t links_read_ahead = 0;      // see real_path_resolver::links_read_ahead
 std::atomic<std::uint64_t> look_ahead_rounds{0};      // see real_path_resolver::look_ahead_rounds
 
 // How far past the next entry a resolution looks for its path: the entries of checks decided
@@ -368,16 +376,15 @@ std::atomic<std::uint64_t> look_ahead_rounds{0};      // see real_path_resolver:
 // not among the next few makes its own look rather than search the whole round.
 constexpr std::size_t ahead_window = 8;
 
-// The first look taken ahead for `path`, or nothing. Each entry answers once, in order.
-std::optional<first_look> take_looked_ahead(std::string_view path) {
+// The round's entry for `path`, or nothing. Each entry is taken once, in order.
+looked_ahead* take_ahead(std::string_view path) {
   const std::size_t end = std::min(ahead_count, ahead_next + ahead_window);
   for (std::size_t i = ahead_next; i < end; ++i) {
     if (ahead[i].path != path) continue;
     ahead_next = i + 1;
-    if (ahead[i].look) ++looked_ahead_answers;
-    return ahead[i].look;
+    return &ahead[i];
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 // As look_for_links reads its one call's answer. Any other answer (an error such as EMFILE or
@@ -387,6 +394,38 @@ std::optional<first_look> look_of(int res) {
   if (res == -ELOOP) return first_look::link;
   return std::nullopt;
 }
+
+// As through_link reads its walk's answer for a target without `..`: the spliced path is the
+// resolution when the walk met no link up to where it ended.
+bool walked_without_link(int res) { return res >= 0 || res == -ENOENT || res == -ENOTDIR; }
+
+// The targets of the known links a round walks through, each read once a round (as
+// through_link reads its link: anew, before the walk). By the link's slot in `links`.
+class link_targets {
+ public:
+  void start() { state_.fill(unread); }
+  // The target of link `i`, or nothing when it cannot be spliced ahead: the link is gone or
+  // no symlink any more, could not be read, or its target holds `..` (resolve() then takes the
+  // usual way, which knows what to do with each).
+  std::optional<std::string_view> of(std::size_t i) {
+    if (state_[i] == unread) {
+      ++links_read_ahead;
+      char target[PATH_MAX];
+      const ssize_t n = read_link(links.at(i).path, target);
+      const std::string_view to(target, n > 0 ? static_cast<std::size_t>(n) : 0);
+      const bool usable = n > 0 && !policy::has_dotdot_segment(to);
+      if (usable) targets_[i].assign(to);
+      state_[i] = usable ? read : unusable;
+    }
+    if (state_[i] != read) return std::nullopt;
+    return targets_[i];
+  }
+
+ private:
+  enum : unsigned char { unread, read, unusable };
+  std::array<unsigned char, known_links::slots> state_{};
+  std::array<std::string, known_links::slots> targets_;
+};
 
 // The entries of a round that name the same path as an earlier one: looked at once, in the
 // earlier entry's look. Both looks would go to the kernel in one submission, microseconds
@@ -439,23 +478,44 @@ std::size_t real_path_resolver::look_ahead(std::span<const std::string> paths) {
 
 std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> paths) {
   end_look_ahead();
-  thread_local std::vector<std::size_t> to_look;  // the entries resolve() would take a look for
+  thread_local std::vector<std::size_t> to_look;  // the entries the kernel is asked about
   thread_local std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (entry, the first with its path)
   thread_local same_paths seen;
+  thread_local link_targets targets;
   to_look.clear();
   repeats.clear();
   if (ahead.size() < paths.size()) ahead.resize(paths.size());
   seen.start(paths.size());
+  // What resolve() would ask the kernel first: a plain path's first look where it would take
+  // one (under no known link, in a folder not known to hold one), and a path under a known
+  // link that splices, the walk of its target spliced in.
   for (const std::string& p : paths) {
     looked_ahead& a = ahead[ahead_count++];
     a.look.reset();
+    a.link = known_links::none;
+    a.through = false;
     a.path.assign(p);
-    if (p.size() >= PATH_MAX || !takes_first_look(p, policy::is_normal_abs_path(p))) continue;
+    if (p.size() >= PATH_MAX || !policy::is_normal_abs_path(p)) continue;
+    const std::size_t link = links.covering(p);
+    if (link == known_links::none ? linked.contains(folder_of(p)) : !links.at(link).splices) continue;
+    a.link = link;
     const std::size_t entry = ahead_count - 1;
     if (const std::size_t first = seen.first_of(a.path, entry); first != entry) repeats.emplace_back(entry, first);
     else to_look.push_back(entry);
   }
-  if (to_look.size() + repeats.size() < 2) return 0;  // one look alone costs less as a plain system call
+  if (to_look.size() + repeats.size() < 2) return 0;  // one alone costs less as its own system calls
+  // Each known link's target, read once for the round; a path whose link cannot be spliced
+  // ahead is left to resolve().
+  targets.start();
+  std::erase_if(to_look, [](std::size_t entry) {
+    looked_ahead& a = ahead[entry];
+    if (a.link == known_links::none) return false;
+    const std::optional<std::string_view> to = targets.of(a.link);
+    if (to) splice_into(a.spliced, a.path, links.at(a.link).path, *to);
+    if (to && a.spliced.size() < PATH_MAX) return false;
+    a.link = known_links::none;  // nothing to ask the kernel for it: no look either
+    return true;
+  });
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
   how.resolve = RESOLVE_NO_SYMLINKS;
@@ -467,21 +527,36 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   std::size_t kept = 0;
   for (std::size_t base = 0; base < to_look.size(); base += chunk) {
     const std::size_t n = std::min(chunk, to_look.size() - base);
-    for (std::size_t i = 0; i < n; ++i) opens[i] = {ahead[to_look[base + i]].path.c_str(), 0};
+    for (std::size_t i = 0; i < n; ++i) {
+      const looked_ahead& a = ahead[to_look[base + i]];
+      opens[i] = {a.link == known_links::none ? a.path.c_str() : a.spliced.c_str(), 0};
+    }
     if (!open_all(std::span(opens.data(), n), how)) break;
     io::looks_asked_ahead += n;
     std::size_t open_folders = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const int res = opens[i].result;
       if (res >= 0) folders[open_folders++] = res;
-      ahead[to_look[base + i]].look = look_of(res);
-      kept += ahead[to_look[base + i]].look.has_value();
+      looked_ahead& a = ahead[to_look[base + i]];
+      if (a.link == known_links::none) {
+        a.look = look_of(res);
+        kept += a.look.has_value();
+      } else {
+        // As through_link answers: the spliced path in normal form, every component of it
+        // walked by name and no link when the kernel passed it.
+        a.through = walked_without_link(res) && policy::normalize_path_into(a.spliced, {}, a.resolved);
+        kept += a.through;
+      }
     }
     if (open_folders > 0) close_all(std::span<const int>(folders.data(), open_folders));
   }
   for (const auto& [entry, first] : repeats) {  // none when the submission failed: each looks itself
-    ahead[entry].look = ahead[first].look;
-    kept += ahead[entry].look.has_value();
+    looked_ahead& a = ahead[entry];
+    const looked_ahead& f = ahead[first];
+    a.look = f.look;
+    a.through = f.through;
+    if (a.through) a.resolved.assign(f.resolved);
+    kept += a.look.has_value() || a.through;
   }
   if (kept > 0) io::look_ahead_rounds.fetch_add(1, std::memory_order_relaxed);
   return kept;
@@ -494,6 +569,7 @@ void real_path_resolver::end_look_ahead() {
 
 std::uint64_t real_path_resolver::looked_ahead_answers() { return io::looked_ahead_answers; }
 std::uint64_t real_path_resolver::looks_asked_ahead() { return io::looks_asked_ahead; }
+std::uint64_t real_path_resolver::links_read_ahead() { return io::links_read_ahead; }
 std::uint64_t real_path_resolver::look_ahead_rounds() { return io::look_ahead_rounds.load(); }
 
 policy::result<std::string> real_path_resolver::resolve(std::string_view normalized_abs) const {
@@ -503,6 +579,8 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   // A path with a NUL byte is not plain, and goes the usual way, where every system call's
   // copy of the path (to_c_path) and the walk refuse it.
   const bool plain = policy::is_normal_abs_path(normalized_abs);
+  // What the round found ahead for this path, taken whichever way it is resolved.
+  looked_ahead* const found = plain && ahead_count != 0 ? take_ahead(normalized_abs) : nullptr;
   auto the_usual_way = [&]() -> policy::result<std::string> {
     if (auto fast = resolve_in_kernel(normalized_abs)) return std::move(*fast);
     return resolve_by_walk(normalized_abs);
@@ -510,6 +588,12 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   if (const std::size_t i = plain ? links.covering(normalized_abs) : known_links::none; i != known_links::none) {
     known_links::link& known = links.at(i);
     splice how = splice::not_now;
+    if (known.splices && found && found->through && found->link == i) {
+      ++io::known_link_answers;
+      ++io::looked_ahead_answers;
+      found->through = false;  // answers once (take_ahead passes it too)
+      return std::move(found->resolved);
+    }
     if (known.splices) {
       std::string out;
       how = through_link(normalized_abs, known.path, out);
@@ -525,7 +609,8 @@ policy::result<std::string> real_path_resolver::resolve(std::string_view normali
   }
   bool met_link = false;
   if (plain && !linked.contains(dir)) {
-    const std::optional<first_look> taken = ahead_count == 0 ? std::nullopt : take_looked_ahead(normalized_abs);
+    const std::optional<first_look> taken = found ? found->look : std::nullopt;
+    if (taken) ++io::looked_ahead_answers;
     switch (taken ? *taken : look_for_links(normalized_abs)) {
       case first_look::own:
         return std::string(normalized_abs);

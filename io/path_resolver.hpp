@@ -27,7 +27,8 @@ namespace dhara::io {
 /// The result is the same either way. A path under a symlink this thread met as the first
 /// link of an earlier path's walk takes two syscalls instead: the link is read anew and its
 /// target spliced in, and the kernel walks the spliced path without meeting a link (or the
-/// usual way follows). A path in a folder where that could not answer skips the first look.
+/// usual way follows); in a round (look_ahead), the link is read once and the walk goes with
+/// the round's looks. A path in a folder where that could not answer skips the first look.
 /// Both are hints kept per thread, never answers: every path is resolved anew.
 class real_path_resolver final : public policy::path_resolver {
  public:
@@ -42,18 +43,22 @@ class real_path_resolver final : public policy::path_resolver {
 
   /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
   /// about to be resolved on this thread in this order) all at once: one system call for up to
-  /// 128 of them where io_uring can be used (open_batch.hpp). resolve() of such a path then
-  /// uses the answer, once, in place of its own look, until end_look_ahead(), which the caller
-  /// calls when the round is over. The answers are as old as the round, as if each resolution
-  /// had been made when it began. A path named again in the round shares its first naming's
-  /// look. Returns how many namings have a look (0 for fewer than two, or without io_uring: then
-  /// resolve() looks itself).
+  /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link is
+  /// walked through it in the same submission, each link read once for the round. resolve() of
+  /// such a path then uses the answer, once, in place of its own system calls, until
+  /// end_look_ahead(), which the caller calls when the round is over. The answers are as old as
+  /// the round, as if each resolution had been made when it began. A path named again in the
+  /// round shares its first naming's look. Returns how many namings have an answer (0 for fewer
+  /// than two, or without io_uring: then resolve() looks itself).
   static std::size_t look_ahead(std::span<const std::string> paths);
   static void end_look_ahead();
-  /// How many of this thread's resolutions used a look taken ahead (tests and benchmarks).
+  /// How many of this thread's resolutions used an answer found ahead: a first look, or a walk
+  /// through a known link (tests and benchmarks).
   static std::uint64_t looked_ahead_answers();
   /// How many looks this thread's rounds asked the kernel for (tests and benchmarks).
   static std::uint64_t looks_asked_ahead();
+  /// How many known links this thread's rounds read (tests and benchmarks).
+  static std::uint64_t links_read_ahead();
   /// How many rounds, on any thread, took their looks together (tests and benchmarks).
   static std::uint64_t look_ahead_rounds();
   /// The two ways on their own (tests compare them). The kernel's answers only where the

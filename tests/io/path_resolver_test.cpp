@@ -533,7 +533,7 @@ TEST_CASE("first looks taken together give the answers resolve gives alone", "[i
   const std::size_t before = open_descriptors();
   const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
   const std::size_t taken = io::real_path_resolver::look_ahead(paths);
-  CHECK(taken >= 6);  // the paths without links at least; a link under a known one is not looked at
+  CHECK(taken >= 6);  // the paths without links at least
   CHECK(open_descriptors() == before);  // the folders' descriptors were closed
   for (std::size_t i = 0; i < paths.size(); ++i) {
     INFO(paths[i]);
@@ -564,6 +564,108 @@ TEST_CASE("a path named several times in a round is looked at once, and each nam
   // Every naming took its answer from the round, but the linked path's second: its first
   // found the link, and a path under a known link takes no look.
   CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == paths.size() - 1);
+}
+
+TEST_CASE("paths under a known link are walked through it together, the link read once a round",
+          "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "proj/src/auth");
+  touch(t / "proj/src/auth/login.ts");
+  touch(t / "proj/src/index.ts");
+  fs::create_directory_symlink("src", t / "proj/lib");
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  io::real_path_resolver r;
+  REQUIRE(*r.resolve(t / "proj/lib/index.ts") == t / "proj/src/index.ts");  // meets the link: now known
+  const std::string login = t / "proj/lib/auth/login.ts", fresh = t / "proj/lib/auth/new.ts";
+  const std::vector<std::string> paths = {login, t / "proj/lib/index.ts", fresh, t / "proj/lib", login,
+                                          t / "proj/src/index.ts"};
+  const std::vector<std::string> expected = {t / "proj/src/auth/login.ts", t / "proj/src/index.ts",
+                                             t / "proj/src/auth/new.ts",   t / "proj/src",
+                                             t / "proj/src/auth/login.ts", t / "proj/src/index.ts"};
+  const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
+  const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+  const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
+  const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+  const std::size_t descriptors = open_descriptors();
+  CHECK(io::real_path_resolver::look_ahead(paths) == paths.size());
+  CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);  // one link, read once
+  CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 5);  // login once
+  CHECK(open_descriptors() == descriptors);  // proj/src's walk made a descriptor: closed
+  std::vector<std::string> got;
+  for (const auto& p : paths) got.push_back(*r.resolve(p));
+  io::real_path_resolver::end_look_ahead();
+  CHECK(got == expected);
+  for (std::size_t i = 0; i < paths.size(); ++i) CHECK(*io::real_path_resolver::resolve_by_walk(paths[i]) == expected[i]);
+  CHECK(io::real_path_resolver::known_link_answers() - known_before == 5);  // all but the plain path
+  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == paths.size());
+}
+
+TEST_CASE("a known link walked through ahead answers as of its round, once, and only where the walk met no link",
+          "[io][resolver][hostile]") {
+  temp_tree t;
+  fs::create_directories(t / "proj/src");
+  fs::create_directories(t / "secret");
+  fs::create_directories(t / "elsewhere");
+  touch(t / "proj/src/a.ts");
+  touch(t / "secret/a.ts");
+  fs::create_directory_symlink("src", t / "proj/x2");
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  io::real_path_resolver r;
+  // Each part has a link of its own, proj/<name> -> src, known from a first path through it,
+  // then changed to `target` before its round: the round's paths are <name>/a.ts and b.ts.
+  auto known_then = [&](const std::string& name, const std::string& target) {
+    fs::create_directory_symlink("src", t / ("proj/" + name));
+    const std::string a = t / ("proj/" + name + "/a.ts");
+    REQUIRE(*r.resolve(a) == t / "proj/src/a.ts");  // meets the link: now known
+    REQUIRE(*r.resolve(a) == t / "proj/src/a.ts");
+    fs::remove(t / ("proj/" + name));
+    if (target == "a folder") fs::create_directories(t / ("proj/" + name));
+    else fs::create_symlink(target, t / ("proj/" + name));
+    return std::vector<std::string>{a, t / ("proj/" + name + "/b.ts")};
+  };
+
+  SECTION("retargeted after the round read it: the round's answer, once; the same path again reads the link anew") {
+    const auto p = known_then("lib", "src");
+    CHECK(io::real_path_resolver::look_ahead(p) == 2);
+    fs::remove(t / "proj/lib");
+    fs::create_directory_symlink(t / "secret", t / "proj/lib");
+    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
+    CHECK(*r.resolve(p[0]) == t / "secret/a.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(*r.resolve(p[1]) == t / "secret/b.ts");  // never after its round
+  }
+  SECTION("a target through another link: the walk meets it, nothing is answered ahead") {
+    const auto p = known_then("lib", "x2");
+    const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
+    const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::known_link_answers() == known_before);
+  }
+  SECTION("a target that climbs: read, not walked ahead (resolve() walks it beneath \"/\" itself)") {
+    const auto p = known_then("lib", "../elsewhere");
+    const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
+    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
+    CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
+    io::real_path_resolver::end_look_ahead();
+  }
+  SECTION("no link any more: nothing walked ahead; each path resolves to itself") {
+    const auto p = known_then("lib", "a folder");
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
+    CHECK(*r.resolve(p[0]) == p[0]);
+    CHECK(*r.resolve(p[1]) == p[1]);
+    io::real_path_resolver::end_look_ahead();
+  }
 }
 
 TEST_CASE("paths chosen to collide in a round's table are each looked at, and answered", "[io][resolver][hostile]") {
