@@ -287,8 +287,9 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
 // Symlinks this thread met as the first link on a path's walk (each a component prefix of
 // that path). A path under one that splices is resolved by through_link; a path under one
 // that does not (its target leads through another link) goes to the kernel's one walk at
-// once. As with linked_folders, an entry only says where to look: the link is read anew
-// every time, and it goes as soon as a path under it turns out to have no link.
+// once. As with linked_folders, an entry only says where to look: the link is read anew for
+// every path (in a round, once for the round, at its start: look_ahead), and it goes as soon
+// as a path under it turns out to have no link.
 class known_links {
  public:
   static constexpr std::size_t none = static_cast<std::size_t>(-1);
@@ -353,8 +354,9 @@ thread_local known_links links;
 // for it ahead: the first look taken for it, or for a path under a known link that splices,
 // its resolution through that link; or nothing (not looked at, or an answer that could not be
 // used). `ahead_count` entries are the round's: the vector keeps its strings between rounds so
-// that a round of the usual size allocates nothing. end_look_ahead ends the round: nothing
-// found ahead outlives it.
+// that a round of the usual size allocates nothing for its first looks (a resolution through
+// a link hands its `resolved` over, which the next round makes again, as through_link makes
+// its own). end_look_ahead ends the round: nothing found ahead outlives it.
 struct looked_ahead {
   std::string path;
   std::optional<first_look> look;
@@ -486,9 +488,9 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   repeats.clear();
   if (ahead.size() < paths.size()) ahead.resize(paths.size());
   seen.start(paths.size());
-  // What resolve() would ask the kernel first: a plain path's first look where it would take
-  // one (under no known link, in a folder not known to hold one), and a path under a known
-  // link that splices, the walk of its target spliced in.
+  // What resolve() would ask the kernel: a plain path's first look where it would take one
+  // (under no known link, in a folder not known to hold one), and for a path under a known
+  // link that splices, the walk of its target spliced in, after the link is read.
   for (const std::string& p : paths) {
     looked_ahead& a = ahead[ahead_count++];
     a.look.reset();
@@ -533,10 +535,14 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     }
     if (!open_all(std::span(opens.data(), n), how)) break;
     io::looks_asked_ahead += n;
+    // The descriptors closed first: what follows may allocate, and so throw.
     std::size_t open_folders = 0;
     for (std::size_t i = 0; i < n; ++i) {
+      if (opens[i].result >= 0) folders[open_folders++] = opens[i].result;
+    }
+    if (open_folders > 0) close_all(std::span<const int>(folders.data(), open_folders));
+    for (std::size_t i = 0; i < n; ++i) {
       const int res = opens[i].result;
-      if (res >= 0) folders[open_folders++] = res;
       looked_ahead& a = ahead[to_look[base + i]];
       if (a.link == known_links::none) {
         a.look = look_of(res);
@@ -548,7 +554,6 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
         kept += a.through;
       }
     }
-    if (open_folders > 0) close_all(std::span<const int>(folders.data(), open_folders));
   }
   for (const auto& [entry, first] : repeats) {  // none when the submission failed: each looks itself
     looked_ahead& a = ahead[entry];

@@ -27,9 +27,10 @@ namespace dhara::io {
 /// The result is the same either way. A path under a symlink this thread met as the first
 /// link of an earlier path's walk takes two syscalls instead: the link is read anew and its
 /// target spliced in, and the kernel walks the spliced path without meeting a link (or the
-/// usual way follows); in a round (look_ahead), the link is read once and the walk goes with
-/// the round's looks. A path in a folder where that could not answer skips the first look.
-/// Both are hints kept per thread, never answers: every path is resolved anew.
+/// usual way follows); in a round (look_ahead), the link is read once for the round and the
+/// walk goes with the round's looks. A path in a folder where that could not answer skips the
+/// first look. Both are hints kept per thread, never answers: every path is resolved anew (in
+/// a round, as of the round's start).
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;
@@ -43,13 +44,14 @@ class real_path_resolver final : public policy::path_resolver {
 
   /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
   /// about to be resolved on this thread in this order) all at once: one system call for up to
-  /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link is
-  /// walked through it in the same submission, each link read once for the round. resolve() of
-  /// such a path then uses the answer, once, in place of its own system calls, until
-  /// end_look_ahead(), which the caller calls when the round is over. The answers are as old as
-  /// the round, as if each resolution had been made when it began. A path named again in the
-  /// round shares its first naming's look. Returns how many namings have an answer (0 for fewer
-  /// than two, or without io_uring: then resolve() looks itself).
+  /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link that
+  /// splices, whose target holds no `..`, is walked through it in the same submission, each
+  /// such link read once for the round; its answer is kept only where the walk met no link.
+  /// resolve() of such a path then uses the answer, once, in place of its own system calls,
+  /// until end_look_ahead(), which the caller calls when the round is over. The answers are as
+  /// old as the round, as if each resolution had been made when it began. A path named again in
+  /// the round shares its first naming's answer. Returns how many namings have an answer (0 for
+  /// fewer than two, or without io_uring: then resolve() makes its own calls).
   static std::size_t look_ahead(std::span<const std::string> paths);
   static void end_look_ahead();
   /// How many of this thread's resolutions used an answer found ahead: a first look, or a walk

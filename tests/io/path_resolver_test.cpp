@@ -634,6 +634,25 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(*r.resolve(p[1]) == t / "secret/b.ts");  // never after its round
   }
+  SECTION("an answer a round did not use is never used by a later round") {
+    const auto p = known_then("lib", "src");
+    CHECK(io::real_path_resolver::look_ahead(std::vector<std::string>{p[1], p[0]}) == 2);
+    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");  // b's answer passed over, left unused
+    io::real_path_resolver::end_look_ahead();
+    fs::remove(t / "proj/lib");
+    fs::create_directory_symlink(t / "secret", t / "proj/lib");
+    // A round of b alone takes nothing ahead; without io_uring, nothing either. Neither may
+    // find the first round's answer in its entry.
+    CHECK(io::real_path_resolver::look_ahead(std::vector<std::string>{p[1]}) == 0);
+    CHECK(*r.resolve(p[1]) == t / "secret/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    io::allow_open_batches(false);
+    CHECK(io::real_path_resolver::look_ahead(std::vector<std::string>{p[1], p[0]}) == 0);
+    const std::string b_got = *r.resolve(p[1]);
+    io::real_path_resolver::end_look_ahead();
+    io::allow_open_batches(true);
+    CHECK(b_got == t / "secret/b.ts");
+  }
   SECTION("a target through another link: the walk meets it, nothing is answered ahead") {
     const auto p = known_then("lib", "x2");
     const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
@@ -666,6 +685,30 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     CHECK(*r.resolve(p[1]) == p[1]);
     io::real_path_resolver::end_look_ahead();
   }
+}
+
+TEST_CASE("paths under a known link take their round's entries, so a later path's look is found",
+          "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "proj");
+  fs::create_directories(t / "elsewhere");
+  touch(t / "proj/plain.ts");
+  fs::create_directory_symlink("../elsewhere", t / "proj/lib");  // climbs: never walked ahead
+  SKIP_UNLESS_LOOKS_GO_TOGETHER();
+  io::real_path_resolver r;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 9; ++i) {
+    touch(t / ("elsewhere/f" + std::to_string(i)));
+    paths.push_back(t / ("proj/lib/f" + std::to_string(i)));
+  }
+  REQUIRE(*r.resolve(paths[0]) == t / "elsewhere/f0");  // the link is known from here on
+  paths.push_back(t / "proj/plain.ts");  // tenth: past the window of 8 unless the nine took theirs
+  const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+  CHECK(io::real_path_resolver::look_ahead(paths) == 1);
+  for (std::size_t i = 0; i < 9; ++i) CHECK(*r.resolve(paths[i]) == t / ("elsewhere/f" + std::to_string(i)));
+  CHECK(*r.resolve(paths[9]) == paths[9]);
+  io::real_path_resolver::end_look_ahead();
+  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 1);
 }
 
 TEST_CASE("paths chosen to collide in a round's table are each looked at, and answered", "[io][resolver][hostile]") {
