@@ -184,12 +184,13 @@ bool open_all(std::span<batched_open> opens, const open_how& how) {
   for (std::size_t base = 0; base < opens.size(); base += ring::entries) {
     const std::size_t n = std::min<std::size_t>(ring::entries, opens.size() - base);
     for (std::size_t i = 0; i < n; ++i) {
+      const batched_open& o = opens[base + i];
       io_uring_sqe& sqe = r->next_sqe();
       sqe.opcode = IORING_OP_OPENAT2;
-      sqe.fd = AT_FDCWD;
-      sqe.addr = reinterpret_cast<std::uint64_t>(opens[base + i].path);
-      sqe.len = sizeof how;
-      sqe.addr2 = reinterpret_cast<std::uint64_t>(&how);
+      sqe.fd = o.dir;
+      sqe.addr = reinterpret_cast<std::uint64_t>(o.path);
+      sqe.len = sizeof(open_how);
+      sqe.addr2 = reinterpret_cast<std::uint64_t>(o.how != nullptr ? o.how : &how);
       sqe.user_data = base + i;
     }
     const bool ok = r->submit_and_wait([&](std::uint64_t i, int res) {

@@ -4,6 +4,8 @@
 // (docs/performance.md, "First looks asked together").
 #pragma once
 
+#include <fcntl.h>
+
 #include <cstdint>
 #include <span>
 
@@ -11,13 +13,16 @@ struct open_how;
 
 namespace dhara::io {
 
-/// One open of a batch: `path` in, `result` out (a new descriptor, or -errno).
+/// One open of a batch: `path` in, `result` out (a new descriptor, or -errno). `dir` and
+/// `how`, where given, take the place of AT_FDCWD and the batch's `how` for this open.
 struct batched_open {
   const char* path = nullptr;
   int result = 0;
+  int dir = AT_FDCWD;
+  const open_how* how = nullptr;
 };
 
-/// Runs openat2(AT_FDCWD, path, how) for every entry, in as few io_uring submissions as its
+/// Runs openat2(dir, path, how) for every entry, in as few io_uring submissions as its
 /// ring holds (128 a submission), and waits for all of them. False when this thread cannot use
 /// io_uring (the kernel has none or refuses it, a seccomp filter, a ring that failed): then
 /// no entry was opened and the caller makes the calls itself. An entry the kernel could not

@@ -361,6 +361,7 @@ struct looked_ahead {
   std::string path;
   std::optional<first_look> look;
   std::size_t link = known_links::none;  // the known link the round walks `path` through
+  bool beneath = false;                  // its target climbs: `spliced` is walked beneath "/"
   bool through = false;                  // `resolved` is the path's resolution through `link`
   std::string spliced;                   // what the round asked the kernel to walk, for `link`
   std::string resolved;
@@ -397,36 +398,43 @@ std::optional<first_look> look_of(int res) {
   return std::nullopt;
 }
 
-// As through_link reads its walk's answer for a target without `..`: the spliced path is the
-// resolution when the walk met no link up to where it ended.
-bool walked_without_link(int res) { return res >= 0 || res == -ENOENT || res == -ENOTDIR; }
+// As through_link reads its walk's answer: the spliced path is the resolution when the walk
+// met no link up to where it ended, or, for a target that climbs (walked beneath "/"), only
+// when the walk went to the end.
+bool walked_without_link(int res, bool beneath) {
+  return res >= 0 || (!beneath && (res == -ENOENT || res == -ENOTDIR));
+}
 
 // The targets of the known links a round walks through, each read once a round (as
 // through_link reads its link: anew, before the walk). By the link's slot in `links`.
 class link_targets {
  public:
+  struct target {
+    std::string to;
+    bool climbs = false;  // holds a `..`: walked beneath "/" (through_link says why)
+  };
   void start() { state_.fill(unread); }
-  // The target of link `i`, or nothing when it cannot be spliced ahead: the link is gone or
-  // no symlink any more, could not be read, or its target holds `..` (resolve() then takes the
-  // usual way, which knows what to do with each).
-  std::optional<std::string_view> of(std::size_t i) {
+  // The target of link `i`, or nothing when it cannot be spliced ahead: the link is gone or no
+  // symlink any more, or could not be read (resolve() then takes the usual way, which knows
+  // what to do with each).
+  const target* of(std::size_t i) {
     if (state_[i] == unread) {
       ++links_read_ahead;
-      char target[PATH_MAX];
-      const ssize_t n = read_link(links.at(i).path, target);
-      const std::string_view to(target, n > 0 ? static_cast<std::size_t>(n) : 0);
-      const bool usable = n > 0 && !policy::has_dotdot_segment(to);
-      if (usable) targets_[i].assign(to);
-      state_[i] = usable ? read : unusable;
+      char read_to[PATH_MAX];
+      const ssize_t n = read_link(links.at(i).path, read_to);
+      if (n > 0) {
+        targets_[i].to.assign(read_to, static_cast<std::size_t>(n));
+        targets_[i].climbs = policy::has_dotdot_segment(targets_[i].to);
+      }
+      state_[i] = n > 0 ? read : unusable;
     }
-    if (state_[i] != read) return std::nullopt;
-    return targets_[i];
+    return state_[i] == read ? &targets_[i] : nullptr;
   }
 
  private:
   enum : unsigned char { unread, read, unusable };
   std::array<unsigned char, known_links::slots> state_{};
-  std::array<std::string, known_links::slots> targets_;
+  std::array<target, known_links::slots> targets_;
 };
 
 // The entries of a round that name the same path as an earlier one: looked at once, in the
@@ -495,6 +503,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     looked_ahead& a = ahead[ahead_count++];
     a.look.reset();
     a.link = known_links::none;
+    a.beneath = false;
     a.through = false;
     a.path.assign(p);
     if (p.size() >= PATH_MAX || !policy::is_normal_abs_path(p)) continue;
@@ -512,35 +521,47 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   std::erase_if(to_look, [](std::size_t entry) {
     looked_ahead& a = ahead[entry];
     if (a.link == known_links::none) return false;
-    const std::optional<std::string_view> to = targets.of(a.link);
-    if (to) splice_into(a.spliced, a.path, links.at(a.link).path, *to);
-    if (to && a.spliced.size() < PATH_MAX) return false;
+    const link_targets::target* to = targets.of(a.link);
+    if (to) {
+      splice_into(a.spliced, a.path, links.at(a.link).path, to->to);
+      a.beneath = to->climbs;
+      // Walked beneath "/" as through_link walks it: from the root's descriptor, the
+      // spliced path without its leading slashes (never empty: a spliced path ends in a name).
+      const bool walkable = !a.beneath || (root_dir() >= 0 && a.spliced.find_first_not_of('/') != std::string::npos);
+      if (walkable && a.spliced.size() < PATH_MAX) return false;
+    }
     a.link = known_links::none;  // nothing to ask the kernel for it: no look either
     return true;
   });
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
   how.resolve = RESOLVE_NO_SYMLINKS;
-  // A chunk at a time, its folders' descriptors closed before the next: a round never holds
+  open_how how_beneath{};  // as through_link walks a target that climbs
+  how_beneath.flags = O_PATH | O_CLOEXEC;
+  how_beneath.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+  // A chunk at a time, its descriptors closed before the next: a round never holds
   // more than one chunk's descriptors open.
   constexpr std::size_t chunk = 128;
   std::array<batched_open, chunk> opens;
-  std::array<int, chunk> folders;
+  std::array<int, chunk> descriptors;
   std::size_t kept = 0;
   for (std::size_t base = 0; base < to_look.size(); base += chunk) {
     const std::size_t n = std::min(chunk, to_look.size() - base);
     for (std::size_t i = 0; i < n; ++i) {
       const looked_ahead& a = ahead[to_look[base + i]];
-      opens[i] = {a.link == known_links::none ? a.path.c_str() : a.spliced.c_str(), 0};
+      if (a.link == known_links::none) opens[i] = {a.path.c_str(), 0};
+      else if (!a.beneath) opens[i] = {a.spliced.c_str(), 0};
+      else opens[i] = {a.spliced.c_str() + a.spliced.find_first_not_of('/'), 0, root_dir(), &how_beneath};
     }
     if (!open_all(std::span(opens.data(), n), how)) break;
     io::looks_asked_ahead += n;
-    // The descriptors closed first: what follows may allocate, and so throw.
-    std::size_t open_folders = 0;
+    // The descriptors (folders', and the ends of walks beneath "/") closed first: what follows
+    // may allocate, and so throw.
+    std::size_t opened = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (opens[i].result >= 0) folders[open_folders++] = opens[i].result;
+      if (opens[i].result >= 0) descriptors[opened++] = opens[i].result;
     }
-    if (open_folders > 0) close_all(std::span<const int>(folders.data(), open_folders));
+    if (opened > 0) close_all(std::span<const int>(descriptors.data(), opened));
     for (std::size_t i = 0; i < n; ++i) {
       const int res = opens[i].result;
       looked_ahead& a = ahead[to_look[base + i]];
@@ -550,7 +571,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
       } else {
         // As through_link answers: the spliced path in normal form, every component of it
         // walked by name and no link when the kernel passed it.
-        a.through = walked_without_link(res) && policy::normalize_path_into(a.spliced, {}, a.resolved);
+        a.through = walked_without_link(res, a.beneath) && policy::normalize_path_into(a.spliced, {}, a.resolved);
         kept += a.through;
       }
     }

@@ -45,8 +45,10 @@ class real_path_resolver final : public policy::path_resolver {
   /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
   /// about to be resolved on this thread in this order) all at once: one system call for up to
   /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link that
-  /// splices, whose target holds no `..`, is walked through it in the same submission, each
-  /// such link read once for the round; its answer is kept only where the walk met no link.
+  /// splices is walked through it in the same submission, as resolve() would walk it (a target
+  /// with `..` beneath "/"), each such link read once for the round; its answer is kept only
+  /// where resolve() would have taken it (the walk met no link, and for a target with `..`,
+  /// went to the end).
   /// resolve() of such a path then uses the answer, once, in place of its own system calls,
   /// until end_look_ahead(), which the caller calls when the round is over. The answers are as
   /// old as the round, as if each resolution had been made when it began. A path named again in

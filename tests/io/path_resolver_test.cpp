@@ -429,15 +429,26 @@ TEST_CASE("a known link whose target climbs never answers with a link its walk s
   const std::string path = t / "p/a/b/lib/key";
   std::size_t resolutions = 0, secret = 0, itself = 0, moved = 0, failed = 0;
   std::vector<std::string> other;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
-    auto got = r.resolve(path);
+  auto count = [&](const policy::result<std::string>& got) {
     ++resolutions;
     if (!got) ++failed;  // the component walk met a change half-way: a denial, which is safe
     else if (*got == t / "secret/key") ++secret;
     else if (*got == path) ++itself;
     else if (*got == t / "q/s/key") ++moved;  // the kernel's walk went up from the moved folder
     else if (other.size() < 3) other.push_back(*got);
+  };
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) count(r.resolve(path));
+  // The same in rounds, where the link is read at the round's start and the walk beneath "/"
+  // goes with the round's looks (where io_uring can be used): an answer found ahead must be
+  // one of the same.
+  const std::vector<std::string> round = {path, t / "p/a/b/lib/other"};
+  until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    io::real_path_resolver::look_ahead(round);
+    count(r.resolve(round[0]));
+    (void)r.resolve(round[1]);
+    io::real_path_resolver::end_look_ahead();
   }
   stop = true;
   mover.join();
@@ -608,6 +619,7 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
   fs::create_directories(t / "elsewhere");
   touch(t / "proj/src/a.ts");
   touch(t / "secret/a.ts");
+  touch(t / "elsewhere/a.ts");
   fs::create_directory_symlink("src", t / "proj/x2");
   SKIP_UNLESS_LOOKS_GO_TOGETHER();
   io::real_path_resolver r;
@@ -666,15 +678,35 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(io::real_path_resolver::known_link_answers() == known_before);
   }
-  SECTION("a target that climbs: read, not walked ahead (resolve() walks it beneath \"/\" itself)") {
+  SECTION("a target that climbs: walked beneath \"/\", and answered only where the walk went to the end") {
     const auto p = known_then("lib", "../elsewhere");
+    io::real_path_resolver::look_ahead(p);  // once before counting: "/" is opened once, and kept
+    io::real_path_resolver::end_look_ahead();
     const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
     const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
+    const std::size_t descriptors = open_descriptors();
+    CHECK(io::real_path_resolver::look_ahead(p) == 1);  // a.ts is there, b.ts is not
+    CHECK(open_descriptors() == descriptors);  // a.ts's walk made a descriptor: closed
     CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
-    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts");
     CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
     io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::known_link_answers() - known_before == 1);
+  }
+  SECTION("a target that climbs above \"/\": refused beneath it ahead, as resolve() refuses it, and answered the usual way") {
+    std::string above;
+    for (int i = 0; i < 40; ++i) above += "../";
+    const auto p = known_then("lib", above + fs::path(t / "elsewhere").relative_path().string());
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+    const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+    CHECK(io::real_path_resolver::known_link_answers() == known_before);
   }
   SECTION("no link any more: nothing walked ahead; each path resolves to itself") {
     const auto p = known_then("lib", "a folder");
@@ -690,25 +722,32 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
 TEST_CASE("paths under a known link take their round's entries, so a later path's look is found",
           "[io][resolver]") {
   temp_tree t;
-  fs::create_directories(t / "proj");
-  fs::create_directories(t / "elsewhere");
+  fs::create_directories(t / "proj/src");
   touch(t / "proj/plain.ts");
-  fs::create_directory_symlink("../elsewhere", t / "proj/lib");  // climbs: never walked ahead
+  touch(t / "proj/plain2.ts");
+  fs::create_directory_symlink("src", t / "proj/x2");
+  fs::create_directory_symlink("x2", t / "proj/lib");  // through another link: never spliced
   SKIP_UNLESS_LOOKS_GO_TOGETHER();
   io::real_path_resolver r;
   std::vector<std::string> paths;
   for (int i = 0; i < 9; ++i) {
-    touch(t / ("elsewhere/f" + std::to_string(i)));
+    touch(t / ("proj/src/f" + std::to_string(i)));
     paths.push_back(t / ("proj/lib/f" + std::to_string(i)));
   }
-  REQUIRE(*r.resolve(paths[0]) == t / "elsewhere/f0");  // the link is known from here on
-  paths.push_back(t / "proj/plain.ts");  // tenth: past the window of 8 unless the nine took theirs
+  REQUIRE(*r.resolve(paths[0]) == t / "proj/src/f0");  // the link is known from here on
+  REQUIRE(*r.resolve(paths[0]) == t / "proj/src/f0");  // and found not to splice
+  // The tenth and eleventh: past the window of 8 unless the nine took their entries.
+  paths.push_back(t / "proj/plain.ts");
+  paths.push_back(t / "proj/plain2.ts");
   const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
-  CHECK(io::real_path_resolver::look_ahead(paths) == 1);
-  for (std::size_t i = 0; i < 9; ++i) CHECK(*r.resolve(paths[i]) == t / ("elsewhere/f" + std::to_string(i)));
+  const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+  CHECK(io::real_path_resolver::look_ahead(paths) == 2);
+  CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+  for (std::size_t i = 0; i < 9; ++i) CHECK(*r.resolve(paths[i]) == t / ("proj/src/f" + std::to_string(i)));
   CHECK(*r.resolve(paths[9]) == paths[9]);
+  CHECK(*r.resolve(paths[10]) == paths[10]);
   io::real_path_resolver::end_look_ahead();
-  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 1);
+  CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 2);
 }
 
 TEST_CASE("paths chosen to collide in a round's table are each looked at, and answered", "[io][resolver][hostile]") {
