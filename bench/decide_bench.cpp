@@ -275,21 +275,28 @@ BENCHMARK(BM_Baseline_LstatWalk);
 // resolutions; the baseline is a bare system call (getppid), what entering the kernel costs.
 // The same through a known link (`lib` -> `src`, Linked): alone, two system calls (the link
 // read, the spliced walk); together, the link read once a round and the walks submitted with
-// the round's looks.
+// the round's looks. And through a link whose target climbs (`data` -> `../shared/data`,
+// Climbing), walked beneath "/", files that exist only: alone, three system calls (the walk
+// leaves a descriptor to close). A new file there is not answered so (only a walk to the end
+// answers beneath "/") and takes the usual way after the walk, alone or in a round.
 constexpr std::size_t round_files = 128;
 
-// The paths of a round of `n` under `folder` (src or lib): existing files f<i>.ts and new ones.
+// The paths of a round of `n` under `folder`: existing files f<i>.ts and new ones in turn
+// (src, lib), or existing files only (data).
 std::vector<std::string> round_paths(const std::string& folder, std::size_t n) {
   symlink_tree& t = tree();
   static const bool made = [&] {
-    for (std::size_t i = 0; i < round_files; i += 2)
-      if (std::FILE* f = std::fopen((t.root + "/proj/src/auth/f" + std::to_string(i) + ".ts").c_str(), "w")) std::fclose(f);
+    std::filesystem::create_directories(t.root + "/shared/data/auth");
+    for (std::size_t i = 0; i < round_files; ++i)
+      for (const std::string real : {"/proj/src/auth/f", "/shared/data/auth/f"})
+        if (i % 2 == 0 || real.starts_with("/shared"))  // src's odd names are the new files
+          if (std::FILE* f = std::fopen((t.root + real + std::to_string(i) + ".ts").c_str(), "w")) std::fclose(f);
     return true;
   }();
   (void)made;
   std::vector<std::string> round;
   for (std::size_t i = 0; i < n; ++i)
-    round.push_back(t.root + "/proj/" + folder + "/auth/" + (i % 2 ? "new-" : "f") + std::to_string(i) + ".ts");
+    round.push_back(t.root + "/proj/" + folder + "/auth/" + (i % 2 && folder != "data" ? "new-" : "f") + std::to_string(i) + ".ts");
   return round;
 }
 
@@ -327,6 +334,10 @@ void BM_Resolve_LinkedAlone(benchmark::State& state) { resolve_alone(state, "lib
 BENCHMARK(BM_Resolve_LinkedAlone);
 void BM_Resolve_LinkedTogether(benchmark::State& state) { resolve_together(state, "lib"); }
 BENCHMARK(BM_Resolve_LinkedTogether)->Arg(4)->Arg(16)->Arg(64)->Arg(128);
+void BM_Resolve_ClimbingAlone(benchmark::State& state) { resolve_alone(state, "data"); }
+BENCHMARK(BM_Resolve_ClimbingAlone);
+void BM_Resolve_ClimbingTogether(benchmark::State& state) { resolve_together(state, "data"); }
+BENCHMARK(BM_Resolve_ClimbingTogether)->Arg(4)->Arg(16)->Arg(64)->Arg(128);
 
 void BM_Baseline_BareSyscall(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(::getppid());
@@ -377,6 +388,13 @@ class report : public dhara::bench::ratio_reporter {
       std::printf("paths under a known link, resolved alone: %.2f us (target <= 3 us)\n", 1e6 / alone);
       for (const char* n : {"4", "16", "64", "128"})
         if (double together = rate(std::string("BM_Resolve_LinkedTogether/") + n); together > 0)
+          std::printf("  walked %3s at a time (the checker's rounds):     %.2f us, %.2fx the time alone\n", n, 1e6 / together,
+                      alone / together);
+    }
+    if (double alone = rate("BM_Resolve_ClimbingAlone"); alone > 0) {
+      std::printf("files under a known link whose target climbs, alone: %.2f us\n", 1e6 / alone);
+      for (const char* n : {"4", "16", "64", "128"})
+        if (double together = rate(std::string("BM_Resolve_ClimbingTogether/") + n); together > 0)
           std::printf("  walked %3s at a time (the checker's rounds):     %.2f us, %.2fx the time alone\n", n, 1e6 / together,
                       alone / together);
     }
