@@ -1,7 +1,7 @@
 // Many openat2(2) calls in one system call, through an io_uring of this thread's own. In this
 // VM a system call costs ~1-1.4 µs to enter and leave, more than the walk of a short cached path,
-// so a checker with many path checks waiting asks for all their first looks at once
-// (docs/performance.md, "First looks asked together").
+// so a checker with many path checks waiting asks for all their first looks, and the walks of
+// the paths under links it knows, at once (docs/performance.md, "First looks asked together").
 #pragma once
 
 #include <fcntl.h>

@@ -526,7 +526,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
       splice_into(a.spliced, a.path, links.at(a.link).path, to->to);
       a.beneath = to->climbs;
       // Walked beneath "/" as through_link walks it: from the root's descriptor, the
-      // spliced path without its leading slashes (never empty: a spliced path ends in a name).
+      // spliced path without its leading slashes (not empty: the target holds a `..`).
       const bool walkable = !a.beneath || (root_dir() >= 0 && a.spliced.find_first_not_of('/') != std::string::npos);
       if (walkable && a.spliced.size() < PATH_MAX) return false;
     }

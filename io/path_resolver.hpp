@@ -25,7 +25,8 @@ namespace dhara::io {
 /// kernel walk (three syscalls); everything else (a missing component behind a link, dangling
 /// links, /proc's magic links) goes through the component walk, one `lstat` per component.
 /// The result is the same either way. A path under a symlink this thread met as the first
-/// link of an earlier path's walk takes two syscalls instead: the link is read anew and its
+/// link of an earlier path's walk takes two syscalls instead (three for a target with `..`,
+/// walked beneath "/"): the link is read anew and its
 /// target spliced in, and the kernel walks the spliced path without meeting a link (or the
 /// usual way follows); in a round (look_ahead), the link is read once for the round and the
 /// walk goes with the round's looks. A path in a folder where that could not answer skips the

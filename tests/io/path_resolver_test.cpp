@@ -437,25 +437,76 @@ TEST_CASE("a known link whose target climbs never answers with a link its walk s
     else if (*got == t / "q/s/key") ++moved;  // the kernel's walk went up from the moved folder
     else if (other.size() < 3) other.push_back(*got);
   };
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   while (std::chrono::steady_clock::now() < until) count(r.resolve(path));
-  // The same in rounds, where the link is read at the round's start and the walk beneath "/"
-  // goes with the round's looks (where io_uring can be used): an answer found ahead must be
-  // one of the same.
-  const std::vector<std::string> round = {path, t / "p/a/b/lib/other"};
-  until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
-    io::real_path_resolver::look_ahead(round);
-    count(r.resolve(round[0]));
-    (void)r.resolve(round[1]);
-    io::real_path_resolver::end_look_ahead();
-  }
   stop = true;
   mover.join();
   INFO(resolutions << " resolutions: " << secret << " the secret's, " << itself << " the path itself, " << moved
                    << " through the moved folder, " << failed << " failed");
   CHECK(other == std::vector<std::string>{});
   CHECK(secret > 0);
+}
+
+TEST_CASE("a round's walk of a known link whose target climbs never answers with a link it skipped",
+          "[io][resolver][hostile]") {
+  // As above, in rounds: the link read at the round's start and the spliced path walked beneath
+  // "/" with the round's looks (io_uring, where it can be used). Hints are per thread, and a
+  // link whose walk met one stops splicing: so each round runs on a thread of its own, which
+  // learns the link while the tree is at rest, and the folder moves only while the round's
+  // walks are made. An answer found ahead could only be the lexical "<root>/p/s/key", through
+  // the link s, had the kernel not failed the `..` of a walk a rename overtook.
+  temp_tree t;
+  fs::create_directories(t / "p/a/b");
+  fs::create_directories(t / "q/s");  // where a `..` taken from the moved folder leads
+  fs::create_directories(t / "secret");
+  touch(t / "q/s/key");
+  fs::create_directory_symlink("../../s", t / "p/a/b/lib");
+  fs::create_directory_symlink(t / "secret", t / "p/s");
+  std::atomic<bool> stop{false}, racing{false}, parked{true};
+  std::thread mover([&] {
+    const std::string here = t / "p/a", away = t / "q/a";
+    while (!stop.load()) {
+      if (!racing.load()) {
+        parked = true;
+        continue;
+      }
+      parked = false;
+      ::rename(here.c_str(), away.c_str());
+      ::rename(away.c_str(), here.c_str());
+    }
+  });
+  const std::string path = t / "p/a/b/lib/key";
+  const std::vector<std::string> round = {path, t / "p/a/b/lib/other"};
+  std::size_t rounds = 0, read_ahead = 0, answered_ahead = 0;
+  std::vector<std::string> wrong;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    std::thread([&] {
+      io::real_path_resolver r;
+      const bool learned = r.resolve(path).has_value();  // the tree at rest: lib is known from here
+      const std::uint64_t reads = io::real_path_resolver::links_read_ahead();
+      const std::uint64_t used = io::real_path_resolver::looked_ahead_answers();
+      racing = true;
+      io::real_path_resolver::look_ahead(round);
+      racing = false;
+      while (!parked.load()) {
+      }
+      auto got = r.resolve(round[0]);
+      (void)r.resolve(round[1]);
+      io::real_path_resolver::end_look_ahead();
+      ++rounds;
+      read_ahead += learned && io::real_path_resolver::links_read_ahead() > reads;
+      answered_ahead += io::real_path_resolver::looked_ahead_answers() > used;
+      // At rest, the secret's (the rest appended); from the round, the walk's real end.
+      if (got && *got != t / "secret/key" && *got != t / "q/s/key" && wrong.size() < 3) wrong.push_back(*got);
+    }).join();
+  }
+  stop = true;
+  mover.join();
+  INFO(rounds << " rounds, " << read_ahead << " read the link ahead, " << answered_ahead << " answered ahead");
+  CHECK(wrong == std::vector<std::string>{});
+  CHECK(rounds > 0);
+  CHECK(read_ahead == rounds);  // every round walked beneath "/": the test tested something
 }
 
 namespace {
@@ -525,6 +576,53 @@ TEST_CASE("opens made together answer as the same openat2 calls made one by one"
   CHECK(fds.size() == 60);  // the folder, each time
   io::close_all(fds);
   CHECK(open_descriptors() == before);
+}
+
+TEST_CASE("opens made together with a folder and an open_how of their own answer as the same calls", "[io][resolver]") {
+  temp_tree t;
+  fs::create_directories(t / "dir");
+  touch(t / "dir/file");
+  fs::create_symlink(t / "dir/file", t / "link");
+  const int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(root >= 0);
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  open_how beneath{};
+  beneath.flags = O_PATH | O_CLOEXEC;
+  beneath.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+  const std::string below = (t / "dir/file").substr(1), link_below = (t / "link").substr(1);
+  std::string above;
+  for (int i = 0; i < 40; ++i) above += "../";
+  above += "etc";
+  const std::string file = t / "dir/file", dir = t / "dir";
+  // Beneath "/" from its descriptor: a file (a descriptor), a link (ELOOP), above "/" (EXDEV);
+  // with the batch's own: a file (ENOTDIR) and a folder, between them.
+  std::vector<io::batched_open> opens = {{below.c_str(), 0, root, &beneath},
+                                         {file.c_str(), 0},
+                                         {link_below.c_str(), 0, root, &beneath},
+                                         {dir.c_str(), 0},
+                                         {above.c_str(), 0, root, &beneath}};
+  if (!io::open_all(opens, how)) {
+    ::close(root);
+    WARN("io_uring cannot be used here: the resolver makes its calls one by one, nothing to compare");
+    return;
+  }
+  std::vector<int> fds;
+  for (const io::batched_open& o : opens) {
+    INFO(o.path);
+    const open_how& h = o.how != nullptr ? *o.how : how;
+    const long alone = ::syscall(SYS_openat2, o.dir, o.path, &h, sizeof h);
+    const int alone_result = alone >= 0 ? 0 : -errno;
+    if (alone >= 0) ::close(static_cast<int>(alone));
+    if (o.result >= 0) fds.push_back(o.result);
+    CHECK((o.result >= 0 ? 0 : o.result) == alone_result);
+  }
+  CHECK(opens[2].result == -ELOOP);
+  CHECK(opens[4].result == -EXDEV);
+  CHECK(fds.size() == 2);  // the file beneath "/", and the folder
+  io::close_all(fds);
+  ::close(root);
 }
 
 TEST_CASE("first looks taken together give the answers resolve gives alone", "[io][resolver]") {
@@ -685,6 +783,7 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
     const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
     const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
     const std::size_t descriptors = open_descriptors();
     CHECK(io::real_path_resolver::look_ahead(p) == 1);  // a.ts is there, b.ts is not
     CHECK(open_descriptors() == descriptors);  // a.ts's walk made a descriptor: closed
@@ -694,6 +793,18 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
     io::real_path_resolver::end_look_ahead();
     CHECK(io::real_path_resolver::known_link_answers() - known_before == 1);
+    CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 1);  // a.ts's, from the round
+  }
+  SECTION("a target that climbs and leads through another link: walked, met the link, not answered") {
+    const auto p = known_then("lib", "../proj/x2");
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
   }
   SECTION("a target that climbs above \"/\": refused beneath it ahead, as resolve() refuses it, and answered the usual way") {
     std::string above;
