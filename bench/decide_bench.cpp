@@ -376,27 +376,25 @@ class report : public dhara::bench::ratio_reporter {
     if (double walk_only = rate("BM_RealPathResolver_WalkOnly"); resolver > 0 && walk_only > 0)
       std::printf("  the component walk alone:              %.2f us (the kernel's one walk saves %.0f %%)\n", 1e6 / walk_only,
                   100.0 * (1.0 - walk_only / resolver));
+    // A round's resolutions of `kind` at each size, against the same resolved alone.
+    auto rounds = [&](const char* kind, const char* verb, double alone) {
+      for (const char* n : {"4", "16", "64", "128"})
+        if (double together = rate(std::string("BM_Resolve_") + kind + "Together/" + n); together > 0)
+          std::printf("  %s %3s at a time (the checker's rounds): %.2f us, %.2fx the time alone\n", verb, n, 1e6 / together,
+                      alone / together);
+    };
     if (double alone = rate("BM_Resolve_LooksAlone"), bare = rate("BM_Baseline_BareSyscall"); alone > 0 && bare > 0) {
       std::printf("paths without links, resolved with their own look: %.2f us (a bare system call: %.2f us)\n", 1e6 / alone,
                   1e6 / bare);
-      for (const char* n : {"4", "16", "64", "128"})
-        if (double together = rate(std::string("BM_Resolve_LooksTogether/") + n); together > 0)
-          std::printf("  looks taken %3s at a time (the checker's rounds): %.2f us, %.2fx the time alone\n", n, 1e6 / together,
-                      alone / together);
+      rounds("Looks", "looks taken", alone);
     }
     if (double alone = rate("BM_Resolve_LinkedAlone"); alone > 0) {
       std::printf("paths under a known link, resolved alone: %.2f us (target <= 3 us)\n", 1e6 / alone);
-      for (const char* n : {"4", "16", "64", "128"})
-        if (double together = rate(std::string("BM_Resolve_LinkedTogether/") + n); together > 0)
-          std::printf("  walked %3s at a time (the checker's rounds):     %.2f us, %.2fx the time alone\n", n, 1e6 / together,
-                      alone / together);
+      rounds("Linked", "walked     ", alone);
     }
     if (double alone = rate("BM_Resolve_ClimbingAlone"); alone > 0) {
       std::printf("files under a known link whose target climbs, alone: %.2f us\n", 1e6 / alone);
-      for (const char* n : {"4", "16", "64", "128"})
-        if (double together = rate(std::string("BM_Resolve_ClimbingTogether/") + n); together > 0)
-          std::printf("  walked %3s at a time (the checker's rounds):     %.2f us, %.2fx the time alone\n", n, 1e6 / together,
-                      alone / together);
+      rounds("Climbing", "walked     ", alone);
     }
   }
 };
