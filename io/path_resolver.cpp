@@ -223,6 +223,24 @@ int root_dir() {
   return fd;
 }
 
+// `path` walked beneath "/" from the root's descriptor, as a link's target that climbs is
+// walked (through_link says why): a descriptor of where the walk ended, or -1 with errno.
+int open_beneath_root(std::string_view path) {
+  while (path.starts_with('/')) path.remove_prefix(1);
+  if (path.empty() || root_dir() < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return open_path(path, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 0, root_dir());
+}
+
+// The rest of a path past its link ("/rest", never "" nor with `..`), walked down from
+// `target`, a descriptor of where the link's target led, as look_for_links walks: a folder's
+// descriptor, or -1 with errno (ENOTDIR for a file, and for a rest under one).
+int open_below(int target, std::string_view rest) {
+  return open_path(rest.substr(1), RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, O_DIRECTORY, target);
+}
+
 // The path the kernel walks for `path` through `link`, a component prefix of it whose target
 // is `to` (not empty), into `out`: a relative target continues from the link's folder.
 void splice_into(std::string& out, std::string_view path, std::string_view link, std::string_view to) {
@@ -259,7 +277,10 @@ enum class splice {
 // in it (the `..` then leads to its new parent). So such a target is walked beneath "/"
 // (RESOLVE_BENEATH), where the kernel fails a `..` with EAGAIN if anything was renamed since
 // the walk began, and only a walk to the end counts: a missing or non-folder component might
-// lie before the `..`.
+// lie before the `..`. Where the walk stops short, the target alone is walked so (its part of
+// the spliced path holds every `..`), and, when that goes to the end, the rest of the path
+// (no `..` in it) down from where it led, as the first walk would have gone on: a new file
+// under such a link is answered in five system calls, where the component walk takes ~20 µs.
 splice through_link(std::string_view path, std::string_view link, std::string& out) {
   char target[PATH_MAX];
   const ssize_t n = read_link(link, target);
@@ -272,11 +293,20 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
     fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR) return errno == ELOOP ? splice::never : splice::not_now;
   } else {
-    std::string_view below_root = spliced;
-    while (below_root.starts_with('/')) below_root.remove_prefix(1);
-    if (below_root.empty() || root_dir() < 0) return splice::not_now;
-    fd = open_path(below_root, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 0, root_dir());
-    if (fd < 0) return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+    fd = open_beneath_root(spliced);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR) && path.size() > link.size()) {
+      // Missing, or under a file: the target's part (which holds every `..`) walked to its end
+      // first, then the rest down from where it led, as a path without a link is walked.
+      const std::string_view rest = path.substr(link.size());
+      const int led = open_beneath_root(std::string_view(spliced).substr(0, spliced.size() - rest.size()));
+      if (led < 0) return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+      fd = open_below(led, rest);
+      const int walked = errno;
+      ::close(led);
+      if (fd < 0 && walked != ENOENT && walked != ENOTDIR) return walked == ELOOP ? splice::never : splice::not_now;
+    } else if (fd < 0) {
+      return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+    }
   }
   if (fd >= 0) ::close(fd);
   if (!policy::normalize_path_into(spliced, {}, out)) return splice::not_now;
@@ -361,9 +391,9 @@ struct looked_ahead {
   std::string path;
   std::optional<first_look> look;
   std::size_t link = known_links::none;  // the known link the round walks `path` through
-  bool beneath = false;                  // its target climbs: `spliced` is walked beneath "/"
+  bool below = false;                    // its target climbs: the rest walked from where it led
   bool through = false;                  // `resolved` is the path's resolution through `link`
-  std::string spliced;                   // what the round asked the kernel to walk, for `link`
+  std::string spliced;                   // `path` with `link`'s target spliced in
   std::string resolved;
 };
 thread_local std::vector<looked_ahead> ahead;
@@ -399,11 +429,9 @@ std::optional<first_look> look_of(int res) {
 }
 
 // As through_link reads its walk's answer: the spliced path is the resolution when the walk
-// met no link up to where it ended, or, for a target that climbs (walked beneath "/"), only
-// when the walk went to the end.
-bool walked_without_link(int res, bool beneath) {
-  return res >= 0 || (!beneath && (res == -ENOENT || res == -ENOTDIR));
-}
+// met no link up to where it ended (for a target that climbs, the walk of the rest from where
+// the target led).
+bool walked_without_link(int res) { return res >= 0 || res == -ENOENT || res == -ENOTDIR; }
 
 // The targets of the known links a round walks through, each read once a round (as
 // through_link reads its link: anew, before the walk). By the link's slot in `links`.
@@ -411,30 +439,50 @@ class link_targets {
  public:
   struct target {
     std::string to;
-    bool climbs = false;  // holds a `..`: walked beneath "/" (through_link says why)
+    bool climbs = false;  // holds a `..` (through_link says why that matters)
+    int at = -1;          // for one that climbs: where its walk beneath "/" ended
   };
-  void start() { state_.fill(unread); }
+  void start() {
+    close_held();
+    state_.fill(unread);
+  }
   // The target of link `i`, or nothing when it cannot be spliced ahead: the link is gone or no
-  // symlink any more, or could not be read (resolve() then takes the usual way, which knows
-  // what to do with each).
+  // symlink any more, or could not be read, or it climbs and its walk beneath "/" did not go
+  // to the end (resolve() then takes the usual way, which knows what to do with each). A target
+  // that climbs is walked here, once a round: the round's paths under it are walked down from
+  // its descriptor, which close_held() closes.
   const target* of(std::size_t i) {
     if (state_[i] == unread) {
       ++links_read_ahead;
+      state_[i] = unusable;
       char read_to[PATH_MAX];
       const ssize_t n = read_link(links.at(i).path, read_to);
-      if (n > 0) {
-        targets_[i].to.assign(read_to, static_cast<std::size_t>(n));
-        targets_[i].climbs = policy::has_dotdot_segment(targets_[i].to);
+      if (n <= 0) return nullptr;
+      target& t = targets_[i];
+      t.to.assign(read_to, static_cast<std::size_t>(n));
+      t.climbs = policy::has_dotdot_segment(t.to);
+      if (t.climbs) {
+        splice_into(walked_, links.at(i).path, links.at(i).path, t.to);
+        t.at = open_beneath_root(walked_);
+        if (t.at < 0) return nullptr;
       }
-      state_[i] = n > 0 ? read : unusable;
+      state_[i] = read;
     }
     return state_[i] == read ? &targets_[i] : nullptr;
+  }
+  // Closes the descriptors of the targets walked this round.
+  void close_held() {
+    for (target& t : targets_) {
+      if (t.at >= 0) ::close(t.at);
+      t.at = -1;
+    }
   }
 
  private:
   enum : unsigned char { unread, read, unusable };
   std::array<unsigned char, known_links::slots> state_{};
   std::array<target, known_links::slots> targets_;
+  std::string walked_;  // a target that climbs, spliced in where its link is
 };
 
 // The entries of a round that name the same path as an earlier one: looked at once, in the
@@ -492,6 +540,10 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   thread_local std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (entry, the first with its path)
   thread_local same_paths seen;
   thread_local link_targets targets;
+  // The descriptors of the targets walked this round, closed however it ends.
+  struct closes_targets {
+    ~closes_targets() { targets.close_held(); }
+  } closes [[maybe_unused]];
   to_look.clear();
   repeats.clear();
   if (ahead.size() < paths.size()) ahead.resize(paths.size());
@@ -503,7 +555,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     looked_ahead& a = ahead[ahead_count++];
     a.look.reset();
     a.link = known_links::none;
-    a.beneath = false;
+    a.below = false;
     a.through = false;
     a.path.assign(p);
     if (p.size() >= PATH_MAX || !policy::is_normal_abs_path(p)) continue;
@@ -522,13 +574,13 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     looked_ahead& a = ahead[entry];
     if (a.link == known_links::none) return false;
     const link_targets::target* to = targets.of(a.link);
-    if (to) {
+    // A target that climbs was walked to its end (to->at): the rest of each path is walked
+    // down from there, as through_link walks it when the walk beneath "/" stops short. The
+    // link itself is left to resolve().
+    if (to && (!to->climbs || a.path.size() > links.at(a.link).path.size())) {
       splice_into(a.spliced, a.path, links.at(a.link).path, to->to);
-      a.beneath = to->climbs;
-      // Walked beneath "/" as through_link walks it: from the root's descriptor, the
-      // spliced path without its leading slashes (not empty: the target holds a `..`).
-      const bool walkable = !a.beneath || (root_dir() >= 0 && a.spliced.find_first_not_of('/') != std::string::npos);
-      if (walkable && a.spliced.size() < PATH_MAX) return false;
+      a.below = to->climbs;
+      if (a.spliced.size() < PATH_MAX) return false;
     }
     a.link = known_links::none;  // nothing to ask the kernel for it: no look either
     return true;
@@ -536,9 +588,9 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
   how.resolve = RESOLVE_NO_SYMLINKS;
-  open_how how_beneath{};  // as through_link walks a target that climbs
-  how_beneath.flags = O_PATH | O_CLOEXEC;
-  how_beneath.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+  open_how how_below{};  // as open_below walks the rest under a target that climbs
+  how_below.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
+  how_below.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
   // A chunk at a time, its descriptors closed before the next: a round never holds
   // more than one chunk's descriptors open.
   constexpr std::size_t chunk = 128;
@@ -550,13 +602,12 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     for (std::size_t i = 0; i < n; ++i) {
       const looked_ahead& a = ahead[to_look[base + i]];
       if (a.link == known_links::none) opens[i] = {a.path.c_str(), 0};
-      else if (!a.beneath) opens[i] = {a.spliced.c_str(), 0};
-      else opens[i] = {a.spliced.c_str() + a.spliced.find_first_not_of('/'), 0, root_dir(), &how_beneath};
+      else if (!a.below) opens[i] = {a.spliced.c_str(), 0};
+      else opens[i] = {a.path.c_str() + links.at(a.link).path.size() + 1, 0, targets.of(a.link)->at, &how_below};
     }
     if (!open_all(std::span(opens.data(), n), how)) break;
     io::looks_asked_ahead += n;
-    // The descriptors (folders', and the ends of walks beneath "/") closed first: what follows
-    // may allocate, and so throw.
+    // The descriptors (folders') closed first: what follows may allocate, and so throw.
     std::size_t opened = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (opens[i].result >= 0) descriptors[opened++] = opens[i].result;
@@ -571,7 +622,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
       } else {
         // As through_link answers: the spliced path in normal form, every component of it
         // walked by name and no link when the kernel passed it.
-        a.through = walked_without_link(res, a.beneath) && policy::normalize_path_into(a.spliced, {}, a.resolved);
+        a.through = walked_without_link(res) && policy::normalize_path_into(a.spliced, {}, a.resolved);
         kept += a.through;
       }
     }

@@ -26,12 +26,12 @@ namespace dhara::io {
 /// links, /proc's magic links) goes through the component walk, one `lstat` per component.
 /// The result is the same either way. A path under a symlink this thread met as the first
 /// link of an earlier path's walk takes two syscalls instead (three for a target with `..`,
-/// walked beneath "/"): the link is read anew and its target spliced in, and the kernel walks
-/// the spliced path without meeting a link (or the usual way follows); in a round
-/// (look_ahead), the link is read once for the round and the walk goes with the round's
-/// looks. A path in a folder where that could not answer skips the first look. Both are hints
-/// kept per thread, never answers: every path is resolved anew (in a round, as of the round's
-/// start).
+/// walked beneath "/", five for a new file under one): the link is read anew and its target
+/// spliced in, and the kernel walks the spliced path without meeting a link (or the usual way
+/// follows); in a round (look_ahead), the link is read once for the round (a target with `..`
+/// walked once too) and the walks go with the round's looks. A path in a folder where that
+/// could not answer skips the first look. Both are hints kept per thread, never answers: every
+/// path is resolved anew (in a round, as of the round's start).
 class real_path_resolver final : public policy::path_resolver {
  public:
   policy::result<std::string> resolve(std::string_view normalized_abs) const override;
@@ -46,10 +46,10 @@ class real_path_resolver final : public policy::path_resolver {
   /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
   /// about to be resolved on this thread in this order) all at once: one system call for up to
   /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link that
-  /// splices is walked through it in the same submission, as resolve() would walk it (a target
-  /// with `..` beneath "/"), each such link read once for the round; its answer is kept only
-  /// where resolve() would have taken it (the walk met no link, and for a target with `..`,
-  /// went to the end). resolve() of such a path then uses the answer, once, in place of its own
+  /// splices is walked through it in the same submission, as resolve() would walk it, each such
+  /// link read once for the round (a target with `..` walked beneath "/" once, before the
+  /// round's submission, and the rest of each path down from where it led); its answer is kept
+  /// only where resolve() would have taken it (the walk met no link). resolve() of such a path then uses the answer, once, in place of its own
   /// system calls, until end_look_ahead(), which the caller calls when the round is over. The
   /// answers are as old as the round, as if each resolution had been made when it began. A path
   /// named again in the round shares its first naming's answer. Returns how many namings have

@@ -356,7 +356,21 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   check(t / "proj/lib", t / "proj/src", true);                    // the link itself
   relink("../elsewhere");  // a relative target that climbs: walked beneath "/" to its end
   check(a, t / "elsewhere/a.ts", true);
-  check(t / "proj/lib/b.ts", t / "elsewhere/b.ts", false);  // not there: the walk did not end
+  // Not there: that walk stops short, so the target is walked to its end and the rest from it.
+  check(t / "proj/lib/b.ts", t / "elsewhere/b.ts", true);
+  check(t / "proj/lib/new/b.ts", t / "elsewhere/new/b.ts", true);
+  relink("../elsewhere/a.ts");  // a file: what is under it is written out, as the walk writes it
+  check(t / "proj/lib/x", t / "elsewhere/a.ts/x", true);
+  // A target missing before its `..`: the kernel cannot go back out of it, and the component
+  // walk refuses it; the target's own walk stops short too, and nothing is answered.
+  relink("gone/../../elsewhere");
+  {
+    INFO("proj/lib -> gone/../../elsewhere");
+    const std::uint64_t before = io::real_path_resolver::known_link_answers();
+    CHECK_FALSE(r.resolve(t / "proj/lib/b.ts"));
+    CHECK_FALSE(io::real_path_resolver::resolve_by_walk(t / "proj/lib/b.ts"));
+    CHECK(io::real_path_resolver::known_link_answers() == before);
+  }
   relink(t / "other");  // an absolute one
   check(a, t / "other/a.ts", true);
 
@@ -776,7 +790,7 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(io::real_path_resolver::known_link_answers() == known_before);
   }
-  SECTION("a target that climbs: walked beneath \"/\", and answered only where the walk went to the end") {
+  SECTION("a target that climbs: walked beneath \"/\" once, each path's rest from where it led") {
     const auto p = known_then("lib", "../elsewhere");
     io::real_path_resolver::look_ahead(p);  // once before counting: "/" is opened once, and kept
     io::real_path_resolver::end_look_ahead();
@@ -785,22 +799,44 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
     const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
     const std::size_t descriptors = open_descriptors();
-    CHECK(io::real_path_resolver::look_ahead(p) == 1);  // a.ts is there, b.ts is not
-    CHECK(open_descriptors() == descriptors);  // a.ts's walk made a descriptor: closed
+    CHECK(io::real_path_resolver::look_ahead(p) == 2);  // a.ts is there, b.ts is not: both answered
+    CHECK(open_descriptors() == descriptors);  // the target's descriptor: closed
     CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
     CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
     CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts");
     CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
     io::real_path_resolver::end_look_ahead();
-    CHECK(io::real_path_resolver::known_link_answers() - known_before == 1);
-    CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 1);  // a.ts's, from the round
+    CHECK(io::real_path_resolver::known_link_answers() - known_before == 2);
+    CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 2);  // both from the round
+    // The link itself is left to resolve(), which walks its target beneath "/" to the end.
+    CHECK(io::real_path_resolver::look_ahead(std::vector<std::string>{t / "proj/lib", p[0]}) == 1);
+    CHECK(*r.resolve(t / "proj/lib") == t / "elsewhere");
+    CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::known_link_answers() - known_before == 4);
+    CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 3);
   }
-  SECTION("a target that climbs and leads through another link: walked, met the link, not answered") {
+  SECTION("a target that climbs and is missing before its `..`: nothing walked ahead, refused") {
+    const auto p = known_then("lib", "gone/../../elsewhere");
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+    const std::size_t descriptors = open_descriptors();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(open_descriptors() == descriptors);
+    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
+    CHECK_FALSE(r.resolve(p[0]));
+    CHECK_FALSE(r.resolve(p[1]));
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+  }
+  SECTION("a target that climbs and leads through another link: its walk met the link, nothing asked") {
     const auto p = known_then("lib", "../proj/x2");
+    const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
     const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
     const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
     CHECK(io::real_path_resolver::look_ahead(p) == 0);
-    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
+    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
     CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
     CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
     io::real_path_resolver::end_look_ahead();
