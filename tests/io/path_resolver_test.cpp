@@ -816,6 +816,21 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     CHECK(io::real_path_resolver::known_link_answers() - known_before == 4);
     CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 3);
   }
+  SECTION("a target that climbs, then a link past it: the walk from the target meets it, not answered") {
+    known_then("lib", "../elsewhere");
+    fs::create_directories(t / "elsewhere/sub");
+    touch(t / "elsewhere/sub/a.ts");
+    fs::create_directory_symlink("sub", t / "elsewhere/ln");  // stays beneath the target
+    const std::vector<std::string> p = {t / "proj/lib/ln/a.ts", t / "proj/lib/ln/b.ts"};
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(*r.resolve(p[0]) == t / "elsewhere/sub/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "elsewhere/sub/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+  }
   SECTION("a target that climbs and is missing before its `..`: nothing walked ahead, refused") {
     const auto p = known_then("lib", "gone/../../elsewhere");
     const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
