@@ -238,6 +238,10 @@ int open_beneath_root(std::string_view path) {
 // `target`, a descriptor of where the link's target led, as look_for_links walks: a folder's
 // descriptor, or -1 with errno (ENOTDIR for a file, and for a rest under one).
 int open_below(int target, std::string_view rest) {
+  if (rest.size() < 2 || rest.front() != '/') {  // never so: callers pass a path's rest past its link
+    errno = EINVAL;
+    return -1;
+  }
   return open_path(rest.substr(1), RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, O_DIRECTORY, target);
 }
 
@@ -279,8 +283,11 @@ enum class splice {
 // the walk began, and only a walk to the end counts: a missing or non-folder component might
 // lie before the `..`. Where the walk stops short, the target alone is walked so (its part of
 // the spliced path holds every `..`), and, when that goes to the end, the rest of the path
-// (no `..` in it) down from where it led, as the first walk would have gone on: a new file
-// under such a link is answered in five system calls, where the component walk takes ~20 µs.
+// (no `..` in it) down from where it led: a new file under such a link is answered in five
+// system calls, where the component walk takes ~20 µs. The rest is walked a moment after the
+// target, from the folder the target's walk found; a rename between the two goes unseen, as
+// one walk does not see a rename after its last `..` either (the kernel checks at a `..`),
+// and the answer is as of the target's walk for its part and of the rest's for the rest.
 splice through_link(std::string_view path, std::string_view link, std::string& out) {
   char target[PATH_MAX];
   const ssize_t n = read_link(link, target);
@@ -592,7 +599,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
   how_below.flags = O_PATH | O_CLOEXEC | O_DIRECTORY;
   how_below.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
   // A chunk at a time, its descriptors closed before the next: a round never holds
-  // more than one chunk's descriptors open.
+  // more than one chunk's descriptors open (and its climbing targets', one a link).
   constexpr std::size_t chunk = 128;
   std::array<batched_open, chunk> opens;
   std::array<int, chunk> descriptors;

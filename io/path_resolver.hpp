@@ -46,14 +46,15 @@ class real_path_resolver final : public policy::path_resolver {
   /// Takes the first look resolve() would take at each of `paths` (normalized absolute paths,
   /// about to be resolved on this thread in this order) all at once: one system call for up to
   /// 128 of them where io_uring can be used (open_batch.hpp). A path under a known link that
-  /// splices is walked through it in the same submission, as resolve() would walk it, each such
-  /// link read once for the round (a target with `..` walked beneath "/" once, before the
-  /// round's submission, and the rest of each path down from where it led); its answer is kept
-  /// only where resolve() would have taken it (the walk met no link). resolve() of such a path then uses the answer, once, in place of its own
-  /// system calls, until end_look_ahead(), which the caller calls when the round is over. The
-  /// answers are as old as the round, as if each resolution had been made when it began. A path
-  /// named again in the round shares its first naming's answer. Returns how many namings have
-  /// an answer (0 for fewer than two, or without io_uring: then resolve() makes its own calls).
+  /// splices is walked through it in the same submission, each such link read once for the
+  /// round (a target with `..` walked beneath "/" once, before the round's submission, and the
+  /// rest of each path down from where it led, as resolve() walks a new file under it); its
+  /// answer is kept only where resolve() would have taken it (the walk met no link). resolve()
+  /// of such a path then uses the answer, once, in place of its own system calls, until
+  /// end_look_ahead(), which the caller calls when the round is over. The answers are as old
+  /// as the round, as if each resolution had been made when it began. A path named again in
+  /// the round shares its first naming's answer. Returns how many namings have an answer (0
+  /// for fewer than two, or without io_uring: then resolve() makes its own calls).
   static std::size_t look_ahead(std::span<const std::string> paths);
   static void end_look_ahead();
   /// How many of this thread's resolutions used an answer found ahead: a first look, or a walk

@@ -361,6 +361,9 @@ TEST_CASE("a link known from an earlier path is read anew for every path under i
   check(t / "proj/lib/new/b.ts", t / "elsewhere/new/b.ts", true);
   relink("../elsewhere/a.ts");  // a file: what is under it is written out, as the walk writes it
   check(t / "proj/lib/x", t / "elsewhere/a.ts/x", true);
+  relink("../gone");  // dangling: the link itself has no rest to walk apart, and the walk answers
+  check(t / "proj/lib", t / "gone", false);
+  check(t / "proj/lib/b.ts", t / "gone/b.ts", false);
   // A target missing before its `..`: the kernel cannot go back out of it, and the component
   // walk refuses it; the target's own walk stops short too, and nothing is answered.
   relink("gone/../../elsewhere");
@@ -463,12 +466,13 @@ TEST_CASE("a known link whose target climbs never answers with a link its walk s
 
 TEST_CASE("a round's walk of a known link whose target climbs never answers with a link it skipped",
           "[io][resolver][hostile]") {
-  // As above, in rounds: the link read at the round's start and the spliced path walked beneath
-  // "/" with the round's looks (io_uring, where it can be used). Hints are per thread, and a
-  // link whose walk met one stops splicing: so each round runs on a thread of its own, which
-  // learns the link while the tree is at rest, and the folder moves only while the round's
-  // walks are made. An answer found ahead could only be the lexical "<root>/p/s/key", through
-  // the link s, had the kernel not failed the `..` of a walk a rename overtook.
+  // As above, in rounds: the link read and its target walked beneath "/" at the round's start,
+  // the rest of each path with the round's looks (io_uring, where it can be used). Hints are
+  // per thread, and a link whose walk met one stops splicing: so each round runs on a thread of
+  // its own, which learns the link while the tree is at rest, and the folder moves only while
+  // the round's walks are made. An answer found ahead could only be the lexical
+  // "<root>/p/s/key", through the link s, had the kernel not failed the `..` of a walk a rename
+  // overtook.
   temp_tree t;
   fs::create_directories(t / "p/a/b");
   fs::create_directories(t / "q/s");  // where a `..` taken from the moved folder leads
@@ -815,6 +819,20 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(io::real_path_resolver::known_link_answers() - known_before == 4);
     CHECK(io::real_path_resolver::looked_ahead_answers() - used_before == 3);
+    // Alone, a new file: the walk beneath "/" stops short, the target and the rest are walked
+    // apart, and the target's descriptor is closed.
+    const std::size_t alone_before = open_descriptors();
+    CHECK(*r.resolve(t / "proj/lib/new/c.ts") == t / "elsewhere/new/c.ts");
+    CHECK(open_descriptors() == alone_before);
+    CHECK(io::real_path_resolver::known_link_answers() - known_before == 5);
+  }
+  SECTION("a target that climbs to a file: the rest under it answered as the walk writes it") {
+    const auto p = known_then("lib", "../elsewhere/a.ts");
+    CHECK(io::real_path_resolver::look_ahead(p) == 2);
+    CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "elsewhere/a.ts/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(*io::real_path_resolver::resolve_by_walk(p[0]) == t / "elsewhere/a.ts/a.ts");
   }
   SECTION("a target that climbs, then a link past it: the walk from the target meets it, not answered") {
     known_then("lib", "../elsewhere");
