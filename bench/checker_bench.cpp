@@ -48,8 +48,9 @@ caf::actor_system* the_system = nullptr;  // one for the whole run, made in main
 
 // What the checks name: one of four paths (a round of checks names each many times), one of
 // four URLs, a path no other check of the run names, or one such path under a symlink
-// (disk_project's lib -> src, known to the resolver after the first path through it).
-enum class subjects { four_paths, urls, distinct_paths, linked_paths };
+// (disk_project's lib -> src, known to the resolver after the first path through it), or
+// under one whose target climbs (packages/app/shared -> ../../src, as workspaces link).
+enum class subjects { four_paths, urls, distinct_paths, linked_paths, climbing_paths };
 
 // A typical allowed tool-call check: one path read (resolved on disk: symlinks followed), or
 // one fetch of an allowed URL (decided without a syscall).
@@ -63,7 +64,8 @@ actors::check_batch typical_batch(std::size_t i, subjects what) {
           : policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path,
                                what == subjects::four_paths       ? std::string(paths[i & 3])
                                : what == subjects::distinct_paths ? "src/gen/" + std::to_string(i) + ".ts"
-                                                                  : "lib/gen/" + std::to_string(i) + ".ts",
+                               : what == subjects::linked_paths   ? "lib/gen/" + std::to_string(i) + ".ts"
+                                                                  : "packages/app/shared/gen/" + std::to_string(i) + ".ts",
                                {}, "path"};
   actors::check_batch b{"web-tools", "read", "call-" + std::to_string(i), "bench", {}};
   b.checks.push_back(std::move(check));  // not through an initializer list, which copies
@@ -133,6 +135,8 @@ struct disk_project {
     fs::create_directories(proj / "docs");
     for (const char* f : {"src/auth/login.ts", "package.json", "src/index.ts", "docs/README.md"}) std::ofstream(proj / f) << "x\n";
     fs::create_directory_symlink("src", proj / "lib");
+    fs::create_directories(proj / "packages/app");
+    fs::create_directory_symlink("../../src", proj / "packages/app/shared");
     fixture.config.allowed_paths[0] = proj.string();
     fixture.config.denied_paths[0] = (proj / "secrets").string();
     snap = fixture.compile_at(dir.home().string(), proj.string());
@@ -144,14 +148,15 @@ struct disk_project {
 // 4 = durability write with path checks of files that exist (disk_project), 5 = durability
 // write with a path no other check names (a round's checks share no first look), 6 = the same
 // under a symlink in a project on disk (lib/gen/N.ts, lib -> src: a known link, whose target is
-// spliced in).
+// spliced in), 7 = the same under a link whose target climbs (packages/app/shared/gen/N.ts,
+// shared -> ../../src: its target walked beneath "/", each path's rest from there).
 void BM_Checker_AuditedChecks(benchmark::State& state) {
   caf::actor_system& sys = *the_system;
   const auto durability = state.range(0) == 2 ? policy::audit_durability::fsync : policy::audit_durability::write;
   std::size_t checked = 0, denied = 0;
   testing::temp_home home;
   std::unique_ptr<disk_project> disk;
-  if (state.range(0) == 4 || state.range(0) == 6) disk = std::make_unique<disk_project>();
+  if (state.range(0) == 4 || state.range(0) >= 6) disk = std::make_unique<disk_project>();
   {
     auto snap = disk ? disk->snap : testing::policy_fixture{}.compile();
     if (!snap) {
@@ -172,6 +177,7 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
       const subjects what = state.range(0) == 3   ? subjects::urls
                             : state.range(0) == 5 ? subjects::distinct_paths
                             : state.range(0) == 6 ? subjects::linked_paths
+                            : state.range(0) == 7 ? subjects::climbing_paths
                                                   : subjects::four_paths;
       const std::size_t each = checks_per_iteration / checkers.size() / callers;
       for (auto& c : checkers)
@@ -196,7 +202,7 @@ void BM_Checker_AuditedChecks(benchmark::State& state) {
   if (denied) state.SkipWithError("some checks were denied");
   else if (lines < checked) state.SkipWithError("fewer audit lines than checks");
 }
-BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Arg(5)->Arg(6)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Checker_AuditedChecks)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Arg(5)->Arg(6)->Arg(7)->Iterations(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Raw baseline: lines of about an audit line's size written in 64 KiB batches; with
 // range(0) = 1, one fdatasync per 10 ms as group commit does. Each iteration writes as many
@@ -252,6 +258,7 @@ class report : public dhara::bench::ratio_reporter {
     const double d = rate_prefix("BM_Checker_AuditedChecks/4/");
     const double n = rate_prefix("BM_Checker_AuditedChecks/5/");
     const double l = rate_prefix("BM_Checker_AuditedChecks/6/");
+    const double c = rate_prefix("BM_Checker_AuditedChecks/7/");
     std::printf("\n== checks through 2 checkers + the audit writer (%zu per iteration, %zu in flight per checker from %zu callers) ==\n",
                 checks_per_iteration, window, callers);
     std::printf("raw batched write     %8.2f M lines/s   + fdatasync/10 ms %8.2f M lines/s\n", raw / 1e6, raw_sync / 1e6);
@@ -273,6 +280,9 @@ class report : public dhara::bench::ratio_reporter {
     if (l > 0)
       std::printf("write, through a link %8.2f M checks/s  (%.2f of raw write; the same under a known link; target >= 1 M/s %s)\n",
                   l / 1e6, raw > 0 ? l / raw : 0.0, l >= 1e6 ? "ok" : "MISSED");
+    if (c > 0)
+      std::printf("write, link that climbs %6.2f M checks/s  (%.2f of raw write; the same under ../../src; target >= 1 M/s %s)\n",
+                  c / 1e6, raw > 0 ? c / raw : 0.0, c >= 1e6 ? "ok" : "MISSED");
   }
 };
 
