@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -751,6 +752,25 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     else fs::create_symlink(target, t / ("proj/" + name));
     return std::vector<std::string>{a, t / ("proj/" + name + "/b.ts")};
   };
+  // A round of `p` that finds no answer ahead: `asked` walks asked of the kernel, no descriptor
+  // left open, each path then resolved the usual way to its `expected` (nothing: refused).
+  auto nothing_ahead = [&](const std::vector<std::string>& p, std::uint64_t asked,
+                           const std::vector<std::optional<std::string>>& expected) {
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
+    const std::size_t descriptors = open_descriptors();
+    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    CHECK(open_descriptors() == descriptors);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == asked);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      INFO(p[i]);
+      const auto got = r.resolve(p[i]);
+      CHECK(got.has_value() == expected[i].has_value());
+      if (got && expected[i]) CHECK(*got == *expected[i]);
+    }
+    io::real_path_resolver::end_look_ahead();
+    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+  };
 
   SECTION("retargeted after the round read it: the round's answer, once; the same path again reads the link anew") {
     const auto p = known_then("lib", "src");
@@ -785,13 +805,8 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     const auto p = known_then("lib", "x2");
     const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
     const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
-    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    nothing_ahead(p, 2, {t / "proj/src/a.ts", t / "proj/src/b.ts"});
     CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
-    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
-    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
-    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
-    io::real_path_resolver::end_look_ahead();
     CHECK(io::real_path_resolver::known_link_answers() == known_before);
   }
   SECTION("a target that climbs: walked beneath \"/\" once, each path's rest from where it led") {
@@ -839,63 +854,29 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     fs::create_directories(t / "elsewhere/sub");
     touch(t / "elsewhere/sub/a.ts");
     fs::create_directory_symlink("sub", t / "elsewhere/ln");  // stays beneath the target
-    const std::vector<std::string> p = {t / "proj/lib/ln/a.ts", t / "proj/lib/ln/b.ts"};
-    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
-    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
-    CHECK(*r.resolve(p[0]) == t / "elsewhere/sub/a.ts");
-    CHECK(*r.resolve(p[1]) == t / "elsewhere/sub/b.ts");
-    io::real_path_resolver::end_look_ahead();
-    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+    nothing_ahead({t / "proj/lib/ln/a.ts", t / "proj/lib/ln/b.ts"}, 2,
+                  {t / "elsewhere/sub/a.ts", t / "elsewhere/sub/b.ts"});
   }
   SECTION("a target that climbs and is missing before its `..`: nothing walked ahead, refused") {
-    const auto p = known_then("lib", "gone/../../elsewhere");
-    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
-    const std::size_t descriptors = open_descriptors();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
-    CHECK(open_descriptors() == descriptors);
-    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
-    CHECK_FALSE(r.resolve(p[0]));
-    CHECK_FALSE(r.resolve(p[1]));
-    io::real_path_resolver::end_look_ahead();
-    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+    nothing_ahead(known_then("lib", "gone/../../elsewhere"), 0, {std::nullopt, std::nullopt});
   }
   SECTION("a target that climbs and leads through another link: its walk met the link, nothing asked") {
     const auto p = known_then("lib", "../proj/x2");
     const std::uint64_t read_before = io::real_path_resolver::links_read_ahead();
-    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
+    nothing_ahead(p, 0, {t / "proj/src/a.ts", t / "proj/src/b.ts"});
     CHECK(io::real_path_resolver::links_read_ahead() - read_before == 1);
-    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
-    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
-    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
-    io::real_path_resolver::end_look_ahead();
-    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
   }
   SECTION("a target that climbs above \"/\": refused beneath it ahead, as resolve() refuses it, and answered the usual way") {
     std::string above;
     for (int i = 0; i < 40; ++i) above += "../";
     const auto p = known_then("lib", above + fs::path(t / "elsewhere").relative_path().string());
-    const std::uint64_t used_before = io::real_path_resolver::looked_ahead_answers();
     const std::uint64_t known_before = io::real_path_resolver::known_link_answers();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
-    CHECK(*r.resolve(p[0]) == t / "elsewhere/a.ts");
-    CHECK(*r.resolve(p[1]) == t / "elsewhere/b.ts");
-    io::real_path_resolver::end_look_ahead();
-    CHECK(io::real_path_resolver::looked_ahead_answers() == used_before);
+    nothing_ahead(p, 0, {t / "elsewhere/a.ts", t / "elsewhere/b.ts"});
     CHECK(io::real_path_resolver::known_link_answers() == known_before);
   }
   SECTION("no link any more: nothing walked ahead; each path resolves to itself") {
     const auto p = known_then("lib", "a folder");
-    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    CHECK(io::real_path_resolver::look_ahead(p) == 0);
-    CHECK(io::real_path_resolver::looks_asked_ahead() == asked_before);
-    CHECK(*r.resolve(p[0]) == p[0]);
-    CHECK(*r.resolve(p[1]) == p[1]);
-    io::real_path_resolver::end_look_ahead();
+    nothing_ahead(p, 0, {p[0], p[1]});
   }
 }
 
