@@ -264,6 +264,10 @@ enum class splice {
   never,     // the target leads through another link or above "/": not worth trying again
 };
 
+// What a walk's failure `err` says of splicing through its link: ELOOP (a link met) and EXDEV
+// (above "/", beneath it) never change while the target stays; anything else may.
+splice refused(int err) { return err == ELOOP || err == EXDEV ? splice::never : splice::not_now; }
+
 // The resolution of `path` through `link`, a component prefix of it and the first symlink
 // its walk meets, in two system calls instead of the kernel walk's three (~2.6 against
 // ~4.6 µs here, docs/performance.md, "Paths through a known link"; three, with a `close`,
@@ -298,7 +302,7 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
   int fd;
   if (!policy::has_dotdot_segment(to)) {
     fd = open_path(spliced, RESOLVE_NO_SYMLINKS, O_DIRECTORY);
-    if (fd < 0 && errno != ENOENT && errno != ENOTDIR) return errno == ELOOP ? splice::never : splice::not_now;
+    if (fd < 0 && errno != ENOENT && errno != ENOTDIR) return refused(errno);
   } else {
     fd = open_beneath_root(spliced);
     if (fd < 0 && (errno == ENOENT || errno == ENOTDIR) && path.size() > link.size()) {
@@ -306,13 +310,13 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
       // first, then the rest down from where it led, as a path without a link is walked.
       const std::string_view rest = path.substr(link.size());
       const int led = open_beneath_root(std::string_view(spliced).substr(0, spliced.size() - rest.size()));
-      if (led < 0) return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+      if (led < 0) return refused(errno);
       fd = open_below(led, rest);
       const int walked = errno;
       ::close(led);
-      if (fd < 0 && walked != ENOENT && walked != ENOTDIR) return walked == ELOOP ? splice::never : splice::not_now;
+      if (fd < 0 && walked != ENOENT && walked != ENOTDIR) return refused(walked);
     } else if (fd < 0) {
-      return errno == ELOOP || errno == EXDEV ? splice::never : splice::not_now;
+      return refused(errno);
     }
   }
   if (fd >= 0) ::close(fd);
@@ -427,18 +431,18 @@ looked_ahead* take_ahead(std::string_view path) {
   return nullptr;
 }
 
+// As through_link reads its walk's answer: the spliced path is the resolution when the walk
+// met no link up to where it ended (for a target that climbs, the walk of the rest from where
+// the target led). A first look reads its walk the same way.
+bool walked_without_link(int res) { return res >= 0 || res == -ENOENT || res == -ENOTDIR; }
+
 // As look_for_links reads its one call's answer. Any other answer (an error such as EMFILE or
 // EACCES, a look the ring did not run) is none: resolve() then looks itself.
 std::optional<first_look> look_of(int res) {
-  if (res >= 0 || res == -ENOENT || res == -ENOTDIR) return first_look::own;
+  if (walked_without_link(res)) return first_look::own;
   if (res == -ELOOP) return first_look::link;
   return std::nullopt;
 }
-
-// As through_link reads its walk's answer: the spliced path is the resolution when the walk
-// met no link up to where it ended (for a target that climbs, the walk of the rest from where
-// the target led).
-bool walked_without_link(int res) { return res >= 0 || res == -ENOENT || res == -ENOTDIR; }
 
 // The targets of the known links a round walks through, each read once a round (as
 // through_link reads its link: anew, before the walk). By the link's slot in `links`.
