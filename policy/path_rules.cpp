@@ -413,27 +413,40 @@ std::uint32_t trie_node_for(std::vector<path_trie_node>& trie, trie_index& child
     auto [it, added] = children.try_emplace(key, static_cast<std::uint32_t>(trie.size()));
     if (added) {
       trie.push_back(path_trie_node{std::string(seg), {}, -1, -1, {}, {}});
-      trie[node].children.push_back(it->second);
+      trie[node].children.push_back({it->second, static_cast<std::uint32_t>(seg.size()), seg.front()});
     }
     node = it->second;
   }
   return node;
 }
 
-// The child of `node` named `seg`, or 0. Children are sorted by segment (build_trie).
-std::uint32_t trie_child(const std::vector<path_trie_node>& trie, const path_trie_node& node, std::string_view seg) {
+// The child of `node` whose segment starts `path` at `pos` (a whole segment: the path ends or
+// goes on with '/' after it), or 0; `pos` is moved past that segment when there is one. The
+// segment is never looked for on its own: with few children, each is compared at `pos`, most
+// told apart by the length and first byte kept with it. Children are sorted by segment
+// (build_trie).
+std::uint32_t trie_child_at(const std::vector<path_trie_node>& trie, const path_trie_node& node, std::string_view path,
+                            std::size_t& pos) {
   const auto& c = node.children;
+  const char* at = path.data() + pos;
+  const std::size_t left = path.size() - pos;  // > 0, and path[pos] is no '/'
   if (c.size() <= 8) {
-    // Siblings mostly differ in their first byte: compared before the rest (seg is never empty).
-    for (std::uint32_t i : c) {
-      const std::string& s = trie[i].segment;
-      if (s.size() == seg.size() && s[0] == seg[0] && std::memcmp(s.data(), seg.data(), seg.size()) == 0) return i;
+    for (const path_trie_child& child : c) {
+      if (child.first != at[0] || child.size > left || (child.size < left && at[child.size] != '/')) continue;
+      if (std::memcmp(trie[child.node].segment.data(), at, child.size) != 0) continue;
+      pos += child.size;
+      return child.node;
     }
     return 0;
   }
-  auto it = std::lower_bound(c.begin(), c.end(), seg,
-                             [&](std::uint32_t i, std::string_view s) { return std::string_view(trie[i].segment) < s; });
-  return it != c.end() && trie[*it].segment == seg ? *it : 0;
+  const char* end = static_cast<const char*>(std::memchr(at, '/', left));
+  const std::string_view seg(at, end ? static_cast<std::size_t>(end - at) : left);
+  auto it = std::lower_bound(c.begin(), c.end(), seg, [&](const path_trie_child& child, std::string_view s) {
+    return std::string_view(trie[child.node].segment) < s;
+  });
+  if (it == c.end() || trie[it->node].segment != seg) return 0;
+  pos += seg.size();
+  return it->node;
 }
 
 void build_trie(path_rule_set& set) {
@@ -455,8 +468,9 @@ void build_trie(path_rule_set& set) {
   index(set.denied, true);
   index(set.allowed, false);
   for (path_trie_node& n : set.trie)
-    std::sort(n.children.begin(), n.children.end(),
-              [&](std::uint32_t x, std::uint32_t y) { return set.trie[x].segment < set.trie[y].segment; });
+    std::sort(n.children.begin(), n.children.end(), [&](const path_trie_child& x, const path_trie_child& y) {
+      return set.trie[x.node].segment < set.trie[y.node].segment;
+    });
 }
 
 // Visits one trie node on the walk: records the first denied and allowed matches.
@@ -847,14 +861,16 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
 path_matches match_path(const path_rule_set& rules, std::string_view path) {
   path_matches m;
   if (rules.trie.empty()) return m;
-  std::uint32_t node = 0;
-  visit(rules, rules.trie[0], path, m);
-  std::size_t pos = 0;
-  for (std::string_view seg = next_segment(path, pos); !seg.empty() && !m.denied; seg = next_segment(path, pos)) {
-    std::uint32_t next = trie_child(rules.trie, rules.trie[node], seg);
+  const path_trie_node* node = &rules.trie[0];
+  visit(rules, *node, path, m);
+  const std::size_t n = path.size();
+  for (std::size_t pos = 0; !m.denied;) {
+    while (pos < n && path[pos] == '/') ++pos;
+    if (pos == n) break;
+    const std::uint32_t next = trie_child_at(rules.trie, *node, path, pos);
     if (next == 0) break;  // nothing is indexed below this point
-    node = next;
-    visit(rules, rules.trie[node], path, m);
+    node = &rules.trie[next];
+    visit(rules, *node, path, m);
   }
   return m;
 }

@@ -162,12 +162,20 @@ struct path_entry {
 /// the same to glob(3)). The sandbox and `path_resolver::expand` glob with it.
 std::string glob3_pattern(const path_entry& e);
 
+/// A child of a trie node: its index, with its segment's length and first byte, which tell
+/// most siblings apart without reading the child's own node.
+struct path_trie_child {
+  std::uint32_t node = 0;  ///< index into path_rule_set::trie
+  std::uint32_t size = 0;  ///< of its segment (never 0)
+  char first = 0;          ///< its segment's first byte
+};
+
 /// One node of the segment trie that indexes the entries: the node for "/home/u" has a
 /// child "proj" when an entry is at or below "/home/u/proj". Globs hang on the node of their
 /// literal directory, so a check walks the path's segments once and tests only candidates.
 struct path_trie_node {
   std::string segment;
-  std::vector<std::uint32_t> children;       ///< indices into path_rule_set::trie, sorted by segment
+  std::vector<path_trie_child> children;     ///< sorted by segment
   std::int32_t denied = -1;                  ///< plain denied entry ending here (first wins)
   std::int32_t allowed = -1;                 ///< plain allowed entry ending here
   std::vector<std::uint32_t> denied_globs;   ///< glob entries whose literal directory is here

@@ -258,6 +258,53 @@ TEST_CASE("allow inside deny stays denied: deny wins", "[policy][path]") {
   CHECK(check(r, "/srv/data/public/index.html").matched_rule == "/srv/data");
 }
 
+TEST_CASE("the rules' index finds the entries a path is at or under, as a scan of every entry does", "[policy][path]") {
+  // Names that share first bytes and prefixes ("pro", "proj", "proj2"), and enough of them
+  // under one folder that its children are searched both ways (a scan up to 8, a search past).
+  const std::vector<std::string> names{"a", "ab", "abc", "b", "ba", "a.b", "pro", "proj", "proj2", "p",
+                                       "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8", "q9", "q10"};
+  std::mt19937 rng(20261205);
+  auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+  auto random_path = [&](std::size_t max_depth, bool strangers) {
+    std::string p = "/t";
+    for (std::size_t d = 1 + pick(max_depth); d > 0; --d) p += "/" + (strangers && pick(8) == 0 ? "zz" : names[pick(names.size())]);
+    return p;
+  };
+  // The shallowest plain entry (the first written, at the same place) the path is at or under.
+  auto first_over = [](const std::vector<path_entry>& entries, const std::string& path) -> const path_entry* {
+    const path_entry* best = nullptr;
+    for (const path_entry& e : entries)
+      if (!e.glob && is_at_or_under(path, e.normalized) && (!best || e.normalized.size() < best->normalized.size()))
+        best = &e;
+    return best;
+  };
+  std::size_t denied_seen = 0, allowed_seen = 0, neither_seen = 0;
+  for (int set = 0; set < 400; ++set) {
+    std::vector<std::string> allowed, denied;
+    for (std::size_t i = pick(30); i > 0; --i) allowed.push_back(random_path(3, false));
+    for (std::size_t i = pick(12); i > 0; --i) denied.push_back(random_path(4, false));
+    const path_rule_set r = rules(allowed, denied);
+    for (int k = 0; k < 60; ++k) {
+      const std::string path = random_path(6, true);
+      const path_matches m = match_path(r, path);
+      const path_entry* d = first_over(r.denied, path);
+      const path_entry* a = first_over(r.allowed, path);
+      // The walk stops at the first denial: an allowed entry below it is not reached.
+      if (a && d && !is_at_or_under(d->normalized, a->normalized)) a = nullptr;
+      INFO("path " << path);
+      REQUIRE((m.denied == nullptr) == (d == nullptr));
+      if (d) CHECK(m.denied->normalized == d->normalized);
+      REQUIRE((m.allowed == nullptr) == (a == nullptr));
+      if (a) CHECK(m.allowed->normalized == a->normalized);
+      (d ? denied_seen : a ? allowed_seen : neither_seen)++;
+    }
+  }
+  // Every answer came up often: the comparison above was not of empty results only.
+  CHECK(denied_seen > 1000);
+  CHECK(allowed_seen > 1000);
+  CHECK(neither_seen > 1000);
+}
+
 TEST_CASE("an empty allowed list allows nothing", "[policy][path]") {
   auto r = rules({});
   CHECK_FALSE(check(r, "/home/u/proj/a").allowed());
