@@ -257,6 +257,11 @@ void splice_into(std::string& out, std::string_view path, std::string_view link,
   out.append(path.substr(link.size()));  // "" or "/rest"
 }
 
+// The size of what splice_into writes.
+std::size_t spliced_size(std::string_view path, std::string_view link, std::string_view to) {
+  return (to.front() != '/' ? folder_of(link).size() + 1 : 0) + to.size() + (path.size() - link.size());
+}
+
 enum class splice {
   answered,  // `out` holds the resolution
   no_link,   // the known link is no symlink any more (or is gone)
@@ -452,6 +457,7 @@ class link_targets {
     std::string to;
     bool climbs = false;  // holds a `..` (through_link says why that matters)
     int at = -1;          // for one that climbs: where its walk beneath "/" ended
+    std::string place;    // for one that climbs: that folder's path in normal form ("/" as "")
   };
   void start() {
     close_held();
@@ -474,6 +480,11 @@ class link_targets {
       t.climbs = policy::has_dotdot_segment(t.to);
       if (t.climbs) {
         splice_into(walked_, links.at(i).path, links.at(i).path, t.to);
+        // Each path's answer is this place and its rest, as the spliced path's normal form
+        // would be: the rest's segments are plain names (the path is in normal form). The walk
+        // refuses links, so the `..` it climbs are the lexical parents.
+        if (!policy::normalize_path_into(walked_, {}, t.place)) return nullptr;
+        if (t.place == "/") t.place.clear();
         t.at = open_beneath_root(walked_);
         if (t.at < 0) return nullptr;
       }
@@ -588,9 +599,14 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     // A target that climbs was walked to its end (to->at): the rest of each path is walked
     // down from there, as through_link walks it when the walk beneath "/" stops short. The
     // link itself is left to resolve().
-    if (to && (!to->climbs || a.path.size() > links.at(a.link).path.size())) {
-      splice_into(a.spliced, a.path, links.at(a.link).path, to->to);
-      a.below = to->climbs;
+    const std::string& link_path = links.at(a.link).path;
+    if (to && to->climbs && a.path.size() > link_path.size()) {
+      if (spliced_size(a.path, link_path, to->to) < PATH_MAX) {
+        a.below = true;  // the answer is the target's place and the rest, once it is walked
+        return false;
+      }
+    } else if (to && !to->climbs) {
+      splice_into(a.spliced, a.path, link_path, to->to);
       if (a.spliced.size() < PATH_MAX) return false;
     }
     a.link = known_links::none;  // nothing to ask the kernel for it: no look either
@@ -632,8 +648,16 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
         kept += a.look.has_value();
       } else {
         // As through_link answers: the spliced path in normal form, every component of it
-        // walked by name and no link when the kernel passed it.
-        a.through = walked_without_link(res) && policy::normalize_path_into(a.spliced, {}, a.resolved);
+        // walked by name and no link when the kernel passed it. Below a target that climbs,
+        // that is the target's place and the path's rest (link_targets::of).
+        if (!walked_without_link(res)) {
+          a.through = false;
+        } else if (a.below) {
+          a.resolved.assign(targets.of(a.link)->place).append(std::string_view(a.path).substr(links.at(a.link).path.size()));
+          a.through = true;
+        } else {
+          a.through = policy::normalize_path_into(a.spliced, {}, a.resolved);
+        }
         kept += a.through;
       }
     }

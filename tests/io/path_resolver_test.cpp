@@ -849,6 +849,18 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(*io::real_path_resolver::resolve_by_walk(p[0]) == t / "elsewhere/a.ts/a.ts");
   }
+  SECTION("a target that climbs to \"/\" exactly: the answers start at \"/\" with one slash") {
+    std::string up;
+    for (const auto& part : fs::path(t / "proj").relative_path()) up += "../", (void)part;
+    auto p = known_then("root", up);
+    p.push_back(t / "proj/root" + t / "elsewhere/a.ts");  // back down to a file
+    CHECK(io::real_path_resolver::look_ahead(p) == 3);
+    CHECK(*r.resolve(p[0]) == "/a.ts");
+    CHECK(*r.resolve(p[1]) == "/b.ts");
+    CHECK(*r.resolve(p[2]) == t / "elsewhere/a.ts");
+    io::real_path_resolver::end_look_ahead();
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK(*r.resolve(p[i]) == *io::real_path_resolver::resolve_by_walk(p[i]));
+  }
   SECTION("a target that climbs, then a link past it: the walk from the target meets it, not answered") {
     known_then("lib", "../elsewhere");
     fs::create_directories(t / "elsewhere/sub");
