@@ -325,7 +325,8 @@ splice through_link(std::string_view path, std::string_view link, std::string& o
     }
   }
   if (fd >= 0) ::close(fd);
-  if (!policy::normalize_path_into(spliced, {}, out)) return splice::not_now;
+  if (policy::is_normal_abs_path(spliced)) out.assign(spliced);  // the usual target ("src"): as it is
+  else if (!policy::normalize_path_into(spliced, {}, out)) return splice::not_now;
   ++known_link_answers;
   return splice::answered;
 }
@@ -409,7 +410,8 @@ struct looked_ahead {
   std::size_t link = known_links::none;  // the known link the round walks `path` through
   bool below = false;                    // its target climbs: the rest walked from where it led
   bool through = false;                  // `resolved` is the path's resolution through `link`
-  std::string spliced;                   // `path` with `link`'s target spliced in
+  std::string spliced;                   // `path` with `link`'s target spliced in, in normal form
+                                         // (a target without `..`: link_targets::target::place)
   std::string resolved;
 };
 thread_local std::vector<looked_ahead> ahead;
@@ -457,7 +459,8 @@ class link_targets {
     std::string to;
     bool climbs = false;  // holds a `..` (through_link says why that matters)
     int at = -1;          // for one that climbs: where its walk beneath "/" ended
-    std::string place;    // for one that climbs: that folder's path in normal form ("/" as "")
+    std::string place;    // where the link leads, in normal form ("/" as ""): each path's answer
+                          // is this place and the path's rest
   };
   void start() {
     close_held();
@@ -478,13 +481,13 @@ class link_targets {
       target& t = targets_[i];
       t.to.assign(read_to, static_cast<std::size_t>(n));
       t.climbs = policy::has_dotdot_segment(t.to);
+      // Each path's answer is this place and its rest, as the spliced path's normal form would
+      // be: the rest's segments are plain names (the path is in normal form). The walks refuse
+      // links, so the `..` a target climbs are the lexical parents.
+      splice_into(walked_, links.at(i).path, links.at(i).path, t.to);
+      if (!policy::normalize_path_into(walked_, {}, t.place)) return nullptr;
+      if (t.place == "/") t.place.clear();
       if (t.climbs) {
-        splice_into(walked_, links.at(i).path, links.at(i).path, t.to);
-        // Each path's answer is this place and its rest, as the spliced path's normal form
-        // would be: the rest's segments are plain names (the path is in normal form). The walk
-        // refuses links, so the `..` it climbs are the lexical parents.
-        if (!policy::normalize_path_into(walked_, {}, t.place)) return nullptr;
-        if (t.place == "/") t.place.clear();
         t.at = open_beneath_root(walked_);
         if (t.at < 0) return nullptr;
       }
@@ -600,14 +603,18 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     // down from there, as through_link walks it when the walk beneath "/" stops short. The
     // link itself is left to resolve().
     const std::string& link_path = links.at(a.link).path;
-    if (to && to->climbs && a.path.size() > link_path.size()) {
-      if (spliced_size(a.path, link_path, to->to) < PATH_MAX) {
-        a.below = true;  // the answer is the target's place and the rest, once it is walked
-        return false;
+    // Not asked when the spliced path would be too long for the kernel, as through_link is not
+    // answered then.
+    if (to && (!to->climbs || a.path.size() > link_path.size()) && spliced_size(a.path, link_path, to->to) < PATH_MAX) {
+      if (to->climbs) {
+        a.below = true;  // the rest walked from the target's descriptor
+      } else {
+        // The spliced path in normal form: without a `..`, its walk is the spliced path's walk
+        // (only `.` and repeated slashes are gone), and it is the answer when no link is met.
+        a.spliced.assign(to->place).append(std::string_view(a.path).substr(link_path.size()));
+        if (a.spliced.empty()) a.spliced.push_back('/');
       }
-    } else if (to && !to->climbs) {
-      splice_into(a.spliced, a.path, link_path, to->to);
-      if (a.spliced.size() < PATH_MAX) return false;
+      return false;
     }
     a.link = known_links::none;  // nothing to ask the kernel for it: no look either
     return true;
@@ -650,15 +657,14 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
         // As through_link answers: the spliced path in normal form, every component of it
         // walked by name and no link when the kernel passed it. Below a target that climbs,
         // that is the target's place and the path's rest (link_targets::of).
-        if (!walked_without_link(res)) {
-          a.through = false;
-        } else if (a.below) {
+        a.through = walked_without_link(res);
+        if (!a.through) continue;
+        if (a.below) {
           a.resolved.assign(targets.of(a.link)->place).append(std::string_view(a.path).substr(links.at(a.link).path.size()));
-          a.through = true;
         } else {
-          a.through = policy::normalize_path_into(a.spliced, {}, a.resolved);
+          a.resolved.swap(a.spliced);
         }
-        kept += a.through;
+        ++kept;
       }
     }
   }

@@ -849,6 +849,17 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(*io::real_path_resolver::resolve_by_walk(p[0]) == t / "elsewhere/a.ts/a.ts");
   }
+  SECTION("a target written out of normal form (`./src//`): its place in normal form, walked and answered") {
+    const auto p = known_then("lib", "./src//");
+    const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
+    CHECK(io::real_path_resolver::look_ahead(p) == 2);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
+    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
+    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+    io::real_path_resolver::end_look_ahead();
+    CHECK(*r.resolve(t / "proj/lib") == t / "proj/src");  // alone, the link itself
+    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+  }
   SECTION("a target that climbs to \"/\" exactly: the answers start at \"/\" with one slash") {
     std::string up;
     for (const auto& part : fs::path(t / "proj").relative_path()) up += "../", (void)part;
@@ -860,6 +871,14 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     CHECK(*r.resolve(p[2]) == t / "elsewhere/a.ts");
     io::real_path_resolver::end_look_ahead();
     for (std::size_t i = 0; i < p.size(); ++i) CHECK(*r.resolve(p[i]) == *io::real_path_resolver::resolve_by_walk(p[i]));
+  }
+  SECTION("a target that is \"/\": the link itself is \"/\", a path under it starts there") {
+    const auto p = known_then("abs", "/");
+    const std::vector<std::string> round = {t / "proj/abs", p[0]};
+    CHECK(io::real_path_resolver::look_ahead(round) == 2);
+    CHECK(*r.resolve(round[0]) == "/");
+    CHECK(*r.resolve(round[1]) == "/a.ts");
+    io::real_path_resolver::end_look_ahead();
   }
   SECTION("a target that climbs, then a link past it: the walk from the target meets it, not answered") {
     known_then("lib", "../elsewhere");
