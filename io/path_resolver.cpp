@@ -410,8 +410,7 @@ struct looked_ahead {
   std::size_t link = known_links::none;  // the known link the round walks `path` through
   bool below = false;                    // its target climbs: the rest walked from where it led
   bool through = false;                  // `resolved` is the path's resolution through `link`
-  std::string spliced;                   // `path` with `link`'s target spliced in, in normal form
-                                         // (a target without `..`: link_targets::target::place)
+  std::string spliced;                   // `path` with `link`'s target spliced in
   std::string resolved;
 };
 thread_local std::vector<looked_ahead> ahead;
@@ -459,8 +458,9 @@ class link_targets {
     std::string to;
     bool climbs = false;  // holds a `..` (through_link says why that matters)
     int at = -1;          // for one that climbs: where its walk beneath "/" ended
-    std::string place;    // where the link leads, in normal form ("/" as ""): each path's answer
-                          // is this place and the path's rest
+    bool normal = false;  // spliced in where the link is, it is in normal form (`src`, not `./src`)
+    std::string place;    // for one in normal form or that climbs: where it leads, in normal form
+                          // ("/" as ""), which each path's rest follows
   };
   void start() {
     close_held();
@@ -481,13 +481,17 @@ class link_targets {
       target& t = targets_[i];
       t.to.assign(read_to, static_cast<std::size_t>(n));
       t.climbs = policy::has_dotdot_segment(t.to);
-      // Each path's answer is this place and its rest, as the spliced path's normal form would
-      // be: the rest's segments are plain names (the path is in normal form). The walks refuse
-      // links, so the `..` a target climbs are the lexical parents.
       splice_into(walked_, links.at(i).path, links.at(i).path, t.to);
-      if (!policy::normalize_path_into(walked_, {}, t.place)) return nullptr;
-      if (t.place == "/") t.place.clear();
+      // Then every spliced path under it is in normal form too (but under "/", "//rest"): the
+      // rest's segments are plain names (the path is in normal form), so a walk that meets no
+      // link answers as it is.
+      t.normal = walked_.size() > 1 && policy::is_normal_abs_path(walked_);
+      if (t.normal) t.place.assign(walked_);
       if (t.climbs) {
+        // Each path's answer is this place and its rest, as the spliced path's normal form
+        // would be. The walks refuse links, so the `..` it climbs are the lexical parents.
+        if (!policy::normalize_path_into(walked_, {}, t.place)) return nullptr;
+        if (t.place == "/") t.place.clear();
         t.at = open_beneath_root(walked_);
         if (t.at < 0) return nullptr;
       }
@@ -606,14 +610,9 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     // Not asked when the spliced path would be too long for the kernel, as through_link is not
     // answered then.
     if (to && (!to->climbs || a.path.size() > link_path.size()) && spliced_size(a.path, link_path, to->to) < PATH_MAX) {
-      if (to->climbs) {
-        a.below = true;  // the rest walked from the target's descriptor
-      } else {
-        // The spliced path in normal form: without a `..`, its walk is the spliced path's walk
-        // (only `.` and repeated slashes are gone), and it is the answer when no link is met.
-        a.spliced.assign(to->place).append(std::string_view(a.path).substr(link_path.size()));
-        if (a.spliced.empty()) a.spliced.push_back('/');
-      }
+      if (to->climbs) a.below = true;  // the rest walked from the target's descriptor
+      else if (to->normal) a.spliced.assign(to->place).append(std::string_view(a.path).substr(link_path.size()));
+      else splice_into(a.spliced, a.path, link_path, to->to);
       return false;
     }
     a.link = known_links::none;  // nothing to ask the kernel for it: no look either
@@ -659,10 +658,14 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
         // that is the target's place and the path's rest (link_targets::of).
         a.through = walked_without_link(res);
         if (!a.through) continue;
+        const link_targets::target& to = *targets.of(a.link);
         if (a.below) {
-          a.resolved.assign(targets.of(a.link)->place).append(std::string_view(a.path).substr(links.at(a.link).path.size()));
-        } else {
-          a.resolved.swap(a.spliced);
+          a.resolved.assign(to.place).append(std::string_view(a.path).substr(links.at(a.link).path.size()));
+        } else if (to.normal) {
+          a.resolved.swap(a.spliced);  // the usual target (`src`): the path walked is the answer
+        } else if (!policy::normalize_path_into(a.spliced, {}, a.resolved)) {
+          a.through = false;
+          continue;
         }
         ++kept;
       }

@@ -849,16 +849,26 @@ TEST_CASE("a known link walked through ahead answers as of its round, once, and 
     io::real_path_resolver::end_look_ahead();
     CHECK(*io::real_path_resolver::resolve_by_walk(p[0]) == t / "elsewhere/a.ts/a.ts");
   }
-  SECTION("a target written out of normal form (`./src//`): its place in normal form, walked and answered") {
+  SECTION("a target written out of normal form (`./src//`): walked as written, answered in normal form") {
     const auto p = known_then("lib", "./src//");
+    const std::vector<std::string> round = {p[0], p[1], t / "proj/lib"};
     const std::uint64_t asked_before = io::real_path_resolver::looks_asked_ahead();
-    CHECK(io::real_path_resolver::look_ahead(p) == 2);
-    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 2);
-    CHECK(*r.resolve(p[0]) == t / "proj/src/a.ts");
-    CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+    CHECK(io::real_path_resolver::look_ahead(round) == 3);
+    CHECK(io::real_path_resolver::looks_asked_ahead() - asked_before == 3);
+    CHECK(*r.resolve(round[0]) == t / "proj/src/a.ts");
+    CHECK(*r.resolve(round[1]) == t / "proj/src/b.ts");
+    CHECK(*r.resolve(round[2]) == t / "proj/src");  // the link itself
     io::real_path_resolver::end_look_ahead();
-    CHECK(*r.resolve(t / "proj/lib") == t / "proj/src");  // alone, the link itself
+    CHECK(*r.resolve(t / "proj/lib") == t / "proj/src");  // alone
     CHECK(*r.resolve(p[1]) == t / "proj/src/b.ts");
+  }
+  SECTION("a target out of normal form through another link (`./x2//`): the walk meets it, nothing answered") {
+    nothing_ahead(known_then("lib", "./x2//"), 2, {t / "proj/src/a.ts", t / "proj/src/b.ts"});
+  }
+  SECTION("a spliced path too long for the kernel, though its normal form is not: not asked ahead") {
+    std::string dots;
+    while (dots.size() < PATH_MAX - 16) dots += "./";
+    nothing_ahead(known_then("lib", dots + "src"), 0, {t / "proj/src/a.ts", t / "proj/src/b.ts"});
   }
   SECTION("a target that climbs to \"/\" exactly: the answers start at \"/\" with one slash") {
     std::string up;
