@@ -461,6 +461,10 @@ class link_targets {
     bool normal = false;  // spliced in where the link is, it is in normal form (`src`, not `./src`)
     std::string place;    // for one in normal form or that climbs: where it leads, in normal form
                           // ("/" as ""), which each path's rest follows
+    // `path` (under `link`) with this place for the link: the rest appended to the place.
+    void placed_into(std::string& out, std::string_view path, std::string_view link) const {
+      out.assign(place).append(path.substr(link.size()));
+    }
   };
   void start() {
     close_held();
@@ -611,7 +615,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
     // answered then.
     if (to && (!to->climbs || a.path.size() > link_path.size()) && spliced_size(a.path, link_path, to->to) < PATH_MAX) {
       if (to->climbs) a.below = true;  // the rest walked from the target's descriptor
-      else if (to->normal) a.spliced.assign(to->place).append(std::string_view(a.path).substr(link_path.size()));
+      else if (to->normal) to->placed_into(a.spliced, a.path, link_path);  // as splice_into writes it
       else splice_into(a.spliced, a.path, link_path, to->to);
       return false;
     }
@@ -660,7 +664,7 @@ std::size_t real_path_resolver::take_looks_ahead(std::span<const std::string> pa
         if (!a.through) continue;
         const link_targets::target& to = *targets.of(a.link);
         if (a.below) {
-          a.resolved.assign(to.place).append(std::string_view(a.path).substr(links.at(a.link).path.size()));
+          to.placed_into(a.resolved, a.path, links.at(a.link).path);
         } else if (to.normal) {
           a.resolved.swap(a.spliced);  // the usual target (`src`): the path walked is the answer
         } else if (!policy::normalize_path_into(a.spliced, {}, a.resolved)) {
