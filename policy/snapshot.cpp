@@ -1,6 +1,7 @@
 // Snapshot compilation and decide(): the single place where a capability check is decided.
 #include "policy/snapshot.hpp"
 
+
 namespace dhara::policy {
 namespace {
 
@@ -29,6 +30,27 @@ decision check_subject(const policy_snapshot& s, const extension_policy& ext,
 }
 
 }  // namespace
+
+void extension_table::place(std::uint64_t hash, std::uint32_t index) {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t at = hash & mask;
+  while (slots_[at] != 0) at = (at + 1) & mask;
+  slots_[at] = index + 1;
+}
+
+std::pair<extension_table::const_iterator, bool> extension_table::emplace(std::string name, extension_policy ext) {
+  if (const_iterator there = find(name); there != end()) return {there, false};
+  entries_.emplace_back(std::move(name), std::move(ext));
+  if (slots_.size() < 2 * entries_.size()) {  // grown: every entry placed again
+    std::size_t n = 8;
+    while (n < 2 * entries_.size()) n *= 2;
+    slots_.assign(n, 0);
+    for (std::size_t i = 0; i < entries_.size(); ++i) place(hash_of(entries_[i].first), static_cast<std::uint32_t>(i));
+  } else {
+    place(hash_of(entries_.back().first), static_cast<std::uint32_t>(entries_.size() - 1));
+  }
+  return {&entries_.back(), true};
+}
 
 std::string approve_command(std::string_view extension, capability cap) {
   return "dhara config permissions approve " + std::string(extension) + " " + std::string(to_string(cap));

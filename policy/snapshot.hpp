@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "policy/capability.hpp"
@@ -37,10 +38,85 @@ struct extension_policy {
   command_rules commands;
 };
 
-/// Transparent hashing so a check looks an extension up by string_view without allocating.
-struct string_hash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+/// The extensions of a snapshot by name, which every check looks up first. A flat table: the
+/// entries in the order they were added, and slots of a power-of-two size (at least twice the
+/// entries) holding each entry's index, probed in turn from the name's hash. The lookup is a
+/// short hash of the name's bytes, a mask and a comparison of the name, where
+/// std::unordered_map's took ~120 instructions of a ~1 260-instruction lexical check (the
+/// library's byte hash and a division by a prime bucket count; docs/performance.md).
+class extension_table {
+ public:
+  using value_type = std::pair<const std::string, extension_policy>;
+  using const_iterator = const value_type*;
+
+  /// Adds `ext` under `name` unless the name is there already (then nothing changes and the
+  /// second member is false), as std::unordered_map::emplace. Invalidates iterators and
+  /// references to entries (only compile_snapshot adds them, before anyone looks).
+  std::pair<const_iterator, bool> emplace(std::string name, extension_policy ext);
+  /// The entry named `name`, or end(). Inlined where it is called: it is the first step of
+  /// every check, and a call of its own cost a fifth of its instructions (callgrind).
+  [[gnu::always_inline]] const_iterator find(std::string_view name) const {
+    if (slots_.empty()) return end();
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t at = hash_of(name) & mask;; at = (at + 1) & mask) {
+      const std::uint32_t index = slots_[at];
+      if (index == 0) return end();  // at least half the slots are empty: a probe ends
+      const value_type& e = entries_[index - 1];
+      if (same_name(e.first, name)) return &e;
+    }
+  }
+  const_iterator begin() const { return entries_.data(); }
+  const_iterator end() const { return entries_.data() + entries_.size(); }
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  // A name's bytes as words: eight at a time, the last eight overlapping the one before; a
+  // shorter name in one word (its first and last bytes overlapping in the same way). Two names
+  // of the same length are equal exactly when their words are.
+  static std::uint64_t word_at(const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  }
+  static std::uint64_t short_word(const char* p, std::size_t n) {  // n < 8
+    if (n >= 4) {
+      std::uint32_t first, last;
+      std::memcpy(&first, p, 4);
+      std::memcpy(&last, p + n - 4, 4);
+      return first | std::uint64_t(last) << 32;
+    }
+    if (n == 0) return 0;
+    return static_cast<unsigned char>(p[0]) | std::uint64_t(static_cast<unsigned char>(p[n / 2])) << 8 |
+           std::uint64_t(static_cast<unsigned char>(p[n - 1])) << 16;
+  }
+  // The length and the words, mixed by multiplications with SplitMix64's constants. Names come
+  // from installed manifests, so nobody chooses collisions from outside; a collision costs a
+  // probe, never a wrong entry (find compares the names).
+  static std::uint64_t hash_of(std::string_view name) {
+    const char* p = name.data();
+    const std::size_t n = name.size();
+    std::uint64_t h = n * 0x9E3779B97F4A7C15ull;
+    if (n < 8) {
+      h = (h ^ short_word(p, n)) * 0xBF58476D1CE4E5B9ull;
+    } else {
+      for (std::size_t i = 0; i + 8 < n; i += 8) h = (h ^ word_at(p + i)) * 0xBF58476D1CE4E5B9ull;
+      h = (h ^ word_at(p + n - 8)) * 0x94D049BB133111EBull;
+    }
+    return h ^ (h >> 31);
+  }
+  static bool same_name(std::string_view a, std::string_view b) {
+    const std::size_t n = a.size();
+    if (n != b.size()) return false;
+    if (n < 8) return short_word(a.data(), n) == short_word(b.data(), n);
+    for (std::size_t i = 0; i + 8 < n; i += 8)
+      if (word_at(a.data() + i) != word_at(b.data() + i)) return false;
+    return word_at(a.data() + n - 8) == word_at(b.data() + n - 8);
+  }
+  void place(std::uint64_t hash, std::uint32_t index);
+
+  std::vector<value_type> entries_;
+  std::vector<std::uint32_t> slots_;  ///< an entry's index + 1, 0 when empty; none before the first
 };
 
 /// Everything a check needs, compiled and immutable.
@@ -52,7 +128,7 @@ struct policy_snapshot {
   std::string cwd;                   ///< the session directory, absolute
   path_rule_set paths;               ///< allowed/denied paths with the built-ins
   path_rule_set state_files;         ///< only dhara's own state files (what yolo keeps denied)
-  std::unordered_map<std::string, extension_policy, string_hash, std::equal_to<>> extensions;
+  extension_table extensions;
   std::vector<std::string> problems; ///< what could not be compiled (for `dhara doctor`)
   std::string failure;               ///< non-empty: the policy could not be loaded; every check
                                      ///< is denied with this reason (decided_by failure)

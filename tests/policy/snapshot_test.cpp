@@ -1,11 +1,17 @@
 // decide(): every step of DESIGN §4 on a compiled snapshot.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "policy/snapshot.hpp"
 #include "support/policy_fixture.hpp"
 
 using namespace dhara::policy;
 using dhara::testing::policy_fixture;
+using namespace std::string_view_literals;
 
 namespace {
 
@@ -141,4 +147,73 @@ TEST_CASE("a failed snapshot denies every check with its reason", "[policy][deci
   CHECK(d.decided_by == decider::failure);
   CHECK(d.reason == "permissions.json is malformed");
   CHECK(snap.generation == 7);
+}
+
+TEST_CASE("a check for an extension the snapshot does not hold is denied, naming it", "[policy][decide]") {
+  auto snap = policy_fixture{}.compile();
+  REQUIRE(snap);
+  REQUIRE(snap->extensions.find("web-tools") != snap->extensions.end());
+  // Names near a loaded one: a prefix, a longer name, another case, the empty name.
+  for (std::string_view name : {"web-tool"sv, "web-toolsx"sv, "Web-tools"sv, "web-tools "sv, ""sv, "web-tools\0"sv}) {
+    INFO("extension '" << name << "'");
+    decision d = decide(*snap, path_req(name, capability::filesystem_read, "src/auth.ts"));
+    CHECK(d.verdict == verdict_kind::deny);
+    CHECK(d.reason == "'" + std::string(name) + "' is not a loaded extension");
+  }
+}
+
+TEST_CASE("the extension table finds each name it holds, and no other, as a scan of its entries does",
+          "[policy][decide]") {
+  // Names that share prefixes and lengths around the hash's eight-byte words, added in a
+  // random order, some twice; each lookup is compared with a scan of what was added.
+  std::mt19937 rng(20261205);
+  const std::vector<std::string> stems = {"a", "web", "web-tools", "web-tools-", "file-stats-extension", "x"};
+  auto random_name = [&] {
+    std::string s = stems[rng() % stems.size()];
+    const std::size_t extra = rng() % 20;
+    for (std::size_t i = 0; i < extra; ++i) s.push_back("ab-9z"[rng() % 5]);
+    return s;
+  };
+  for (int round = 0; round < 200; ++round) {
+    extension_table table;
+    std::vector<std::pair<std::string, std::string>> added;  // name, the version it was added with
+    const std::size_t n = rng() % 70;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string name = random_name();
+      extension_policy ext;
+      ext.name = name;
+      ext.version = std::to_string(i);
+      const bool first = std::none_of(added.begin(), added.end(), [&](const auto& a) { return a.first == name; });
+      auto [at, inserted] = table.emplace(name, ext);
+      REQUIRE(inserted == first);
+      REQUIRE(at != table.end());
+      REQUIRE(at->first == name);
+      if (first) added.emplace_back(name, ext.version);
+      CHECK(at->second.version == (first ? ext.version : std::find_if(added.begin(), added.end(), [&](const auto& a) {
+                                                            return a.first == name;
+                                                          })->second));  // the first one stays
+    }
+    REQUIRE(table.size() == added.size());
+    std::size_t i = 0;
+    for (const auto& [name, ext] : table) {  // in the order they were added
+      CHECK(name == added[i].first);
+      CHECK(ext.version == added[i].second);
+      ++i;
+    }
+    for (int probe = 0; probe < 60; ++probe) {
+      const std::string name = probe % 3 == 0 && !added.empty() ? added[rng() % added.size()].first : random_name();
+      auto expected = std::find_if(added.begin(), added.end(), [&](const auto& a) { return a.first == name; });
+      auto it = table.find(name);
+      if (expected == added.end()) {
+        CHECK(it == table.end());
+      } else {
+        REQUIRE(it != table.end());
+        CHECK(it->first == name);
+        CHECK(it->second.version == expected->second);
+      }
+    }
+  }
+  extension_table empty;
+  CHECK(empty.find("web-tools") == empty.end());
+  CHECK(empty.find("") == empty.end());
 }
