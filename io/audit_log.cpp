@@ -64,12 +64,16 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+}  // namespace
+
 // ---- SHA-256 ---------------------------------------------------------------------------
 
-// Writes the 64 hex digits of a 32-byte digest into out[0..64). With SSE2 (every x86-64),
-// sixteen bytes at a time: each nibble n becomes '0' + n, plus 'a' - '0' - 10 when n > 9, and
-// the high and low digits are interleaved: ~45 instructions a digest (callgrind), where copies
-// of each byte's two digits from a table (below) took ~256. The audit writer makes one a line.
+namespace detail {
+
+// With SSE2, sixteen bytes at a time: each nibble n becomes '0' + n, plus 'a' - '0' - 10 when
+// n > 9, and the high and low digits are interleaved: ~45 instructions a digest (callgrind),
+// where copies of each byte's two digits from a table (digest_hex_portable) took ~256. The
+// audit writer makes one a line.
 void digest_hex(const unsigned char* digest, char* out) {
 #if defined(__SSE2__)
   const __m128i low_nibble = _mm_set1_epi8(0x0F);
@@ -85,6 +89,11 @@ void digest_hex(const unsigned char* digest, char* out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half + 16), _mm_unpackhi_epi8(high, low));
   }
 #else
+  digest_hex_portable(digest, out);
+#endif
+}
+
+void digest_hex_portable(const unsigned char* digest, char* out) {
   // The two hex digits of every byte value, in order: a digest's hex is 32 two-byte copies.
   static constexpr std::array<char, 512> hex_pairs = [] {
     std::array<char, 512> t{};
@@ -96,8 +105,11 @@ void digest_hex(const unsigned char* digest, char* out) {
     return t;
   }();
   for (unsigned i = 0; i < 32; ++i) std::memcpy(out + 2 * i, hex_pairs.data() + 2 * digest[i], 2);
-#endif
 }
+
+}  // namespace detail
+
+namespace {
 
 // One fetched SHA-256 implementation and one context, reused for every line: fetching or
 // allocating per line would cost more than hashing a 300-byte line (~0.2 µs with SHA-NI).
@@ -124,7 +136,7 @@ class sha256_evp {
         EVP_DigestFinal_ex(ctx_, digest, &len) != 1 || len != 32) {
       return false;
     }
-    digest_hex(digest, out);
+    detail::digest_hex(digest, out);
     return true;
   }
 
@@ -151,7 +163,7 @@ class sha256_low_level {
         SHA256_Update(&ctx, body.data(), body.size()) != 1 || SHA256_Final(digest, &ctx) != 1) {
       return false;
     }
-    digest_hex(digest, out);
+    detail::digest_hex(digest, out);
     return true;
   }
 };

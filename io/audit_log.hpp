@@ -232,4 +232,13 @@ struct audit_verification {
 /// when `dir` cannot be listed or a file cannot be read.
 policy::result<audit_verification> verify_audit(const std::string& dir);
 
+namespace detail {
+/// The 64 lowercase hex digits of a 32-byte SHA-256 digest into out[0..64), as every audit
+/// line's `hash` is written: sixteen bytes at a time with SSE2 (every x86-64), else
+/// digest_hex_portable. Both are compiled on every target, so the tests compare them.
+void digest_hex(const unsigned char* digest, char* out);
+/// The same from a table of every byte value's two digits.
+void digest_hex_portable(const unsigned char* digest, char* out);
+}  // namespace detail
+
 }  // namespace dhara::io

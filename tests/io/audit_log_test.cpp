@@ -21,6 +21,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -1032,5 +1033,24 @@ TEST_CASE("a deferred sync is left to the caller, and unconfirmed lines can be c
     REQUIRE(fs::exists(dir.file("audit.1.jsonl")));
     CHECK(log.roll_back(from).has_value());
     CHECK(python_verify(dir) == "OK 43 43 from-start");
+  }
+}
+
+TEST_CASE("a digest's hex digits are the same from the vector code and the table, and as printf writes them",
+          "[io][audit]") {
+  // Every byte value in every position of the 32, then random digests.
+  std::mt19937 rng(20261205);
+  for (int round = 0; round < 300; ++round) {
+    unsigned char digest[32];
+    for (int i = 0; i < 32; ++i) digest[i] = static_cast<unsigned char>(round < 256 ? (round + 37 * i) & 0xFF : rng());
+    char fast[65] = {}, table[65] = {}, printed[65] = {};
+    dhara::io::detail::digest_hex(digest, fast);
+    dhara::io::detail::digest_hex_portable(digest, table);
+    for (int i = 0; i < 32; ++i) std::snprintf(printed + 2 * i, 3, "%02x", digest[i]);
+    INFO("round " << round);
+    CHECK(std::string(fast, 64) == std::string(printed, 64));
+    CHECK(std::string(table, 64) == std::string(printed, 64));
+    CHECK(fast[64] == '\0');  // nothing written past the 64 digits
+    CHECK(table[64] == '\0');
   }
 }
