@@ -554,6 +554,34 @@ TEST_CASE("hostile tree: a denied glob inside a folder named with glob character
   CHECK_FALSE(verdict(*globbed, t / "app2/.env").allowed());
 }
 
+TEST_CASE("hostile tree: an untrusted project's narrowing is bounded by the global entries under a home named "
+          "with glob characters, taken literally", "[io][hostile][path]") {
+  // The global allowedPaths say `~/work`; home is `h[o]me`. Its name is escaped before `~` is
+  // expanded, so the bound is the folder `h[o]me/work`, not the glob `h[o]me/work` (which
+  // would name `home/work` instead): a project there may narrow to its `src`, and a project
+  // under a `home/work` beside it may not borrow the bound.
+  temp_tree t;
+  for (const char* dir : {"h[o]me/work/proj/src", "home/work/proj/src"}) fs::create_directories(t / dir);
+  put(t / "h[o]me/work/proj/src/a.ts", "a\n");
+  put(t / "home/work/proj/src/a.ts", "a\n");
+  io::real_path_resolver resolver;
+  const std::string home = t / "h[o]me";
+  auto narrowed = [&](const std::string& project) {
+    policy::path_rules_input in{{policy::escape_glob(project) + "/src"}, {}, home, home + "/.dhara", project};
+    in.confine_root = project;
+    in.confine_within = {"~/work"};
+    auto rules = policy::compile_path_rules(in, resolver);
+    REQUIRE(rules);
+    return policy::check_path(*rules, project + "/src/a.ts", project, home, policy::path_access::read, resolver);
+  };
+  policy::decision inside = narrowed(t / "h[o]me/work/proj");
+  INFO("inside: " << inside.reason);
+  CHECK(inside.allowed());
+  policy::decision beside = narrowed(t / "home/work/proj");
+  INFO("beside: " << beside.reason);
+  CHECK(beside.verdict == verdict_kind::deny);
+}
+
 // A project may list any number of denied paths; what is held open stays bounded, and what is
 // past the bound is kept by number for the rest of the session.
 TEST_CASE("hostile tree: many denied entries hold a bounded number of descriptors and lose none", "[io][hostile][path]") {
