@@ -1,7 +1,6 @@
 // Snapshot compilation and decide(): the single place where a capability check is decided.
 #include "policy/snapshot.hpp"
 
-
 namespace dhara::policy {
 namespace {
 

@@ -65,8 +65,10 @@ class extension_table {
       if (same_name(e.first, name)) return &e;
     }
   }
+  /// The entries in the order they were added.
   const_iterator begin() const { return entries_.data(); }
   const_iterator end() const { return entries_.data() + entries_.size(); }
+  /// How many names the table holds.
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
 
