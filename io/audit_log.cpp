@@ -64,17 +64,14 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-}  // namespace
-
 // ---- SHA-256 ---------------------------------------------------------------------------
-
-namespace detail {
 
 // With SSE2, sixteen bytes at a time: each nibble n becomes '0' + n, plus 'a' - '0' - 10 when
 // n > 9, and the high and low digits are interleaved: ~45 instructions a digest (callgrind),
 // where copies of each byte's two digits from a table (digest_hex_portable) took ~256. The
-// audit writer makes one a line.
-void digest_hex(const unsigned char* digest, char* out) {
+// audit writer makes one a line; the hashers below call this one, which the compiler inlines
+// (detail::digest_hex, the same code for the tests, is a call of its own).
+inline void write_digest_hex(const unsigned char* digest, char* out) {
 #if defined(__SSE2__)
   const __m128i low_nibble = _mm_set1_epi8(0x0F);
   auto digits = [](__m128i nibbles) {  // 0 to 15 in each byte: never negative as a signed byte
@@ -89,9 +86,15 @@ void digest_hex(const unsigned char* digest, char* out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half + 16), _mm_unpackhi_epi8(high, low));
   }
 #else
-  digest_hex_portable(digest, out);
+  detail::digest_hex_portable(digest, out);
 #endif
 }
+
+}  // namespace
+
+namespace detail {
+
+void digest_hex(const unsigned char* digest, char* out) { write_digest_hex(digest, out); }
 
 void digest_hex_portable(const unsigned char* digest, char* out) {
   // The two hex digits of every byte value, in order: a digest's hex is 32 two-byte copies.
@@ -136,7 +139,7 @@ class sha256_evp {
         EVP_DigestFinal_ex(ctx_, digest, &len) != 1 || len != 32) {
       return false;
     }
-    detail::digest_hex(digest, out);
+    write_digest_hex(digest, out);
     return true;
   }
 
@@ -163,7 +166,7 @@ class sha256_low_level {
         SHA256_Update(&ctx, body.data(), body.size()) != 1 || SHA256_Final(digest, &ctx) != 1) {
       return false;
     }
-    detail::digest_hex(digest, out);
+    write_digest_hex(digest, out);
     return true;
   }
 };

@@ -1,6 +1,9 @@
 // Snapshot compilation and decide(): the single place where a capability check is decided.
 #include "policy/snapshot.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace dhara::policy {
 namespace {
 
@@ -32,7 +35,7 @@ decision check_subject(const policy_snapshot& s, const extension_policy& ext,
 
 void extension_table::place(std::uint64_t hash, std::uint32_t index) {
   const std::size_t mask = slots_.size() - 1;
-  std::size_t at = hash & mask;
+  std::size_t at = hash >> shift_;
   while (slots_[at] != 0) at = (at + 1) & mask;
   slots_[at] = index + 1;
 }
@@ -42,13 +45,28 @@ std::pair<extension_table::const_iterator, bool> extension_table::emplace(std::s
   entries_.emplace_back(std::move(name), std::move(ext));
   if (slots_.size() < 2 * entries_.size()) {  // grown: every entry placed again
     std::size_t n = 8;
-    while (n < 2 * entries_.size()) n *= 2;
+    shift_ = 61;
+    while (n < 2 * entries_.size()) n *= 2, --shift_;
     slots_.assign(n, 0);
     for (std::size_t i = 0; i < entries_.size(); ++i) place(hash_of(entries_[i].first), static_cast<std::uint32_t>(i));
   } else {
     place(hash_of(entries_.back().first), static_cast<std::uint32_t>(entries_.size() - 1));
   }
   return {&entries_.back(), true};
+}
+
+std::size_t extension_table::longest_probe() const {
+  std::size_t longest = 0;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    std::size_t reads = 1;
+    for (std::size_t at = hash_of(entries_[i].first) >> shift_; slots_[at] != i + 1; at = (at + 1) & mask) {
+      if (slots_[at] == 0 || reads == slots_.size()) return SIZE_MAX;  // not placed: the table is broken
+      ++reads;
+    }
+    longest = std::max(longest, reads);
+  }
+  return longest;
 }
 
 std::string approve_command(std::string_view extension, capability cap) {

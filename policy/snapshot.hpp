@@ -40,13 +40,13 @@ struct extension_policy {
 
 /// The extensions of a snapshot by name, which every check looks up first. A flat table: the
 /// entries in the order they were added, and slots of a power-of-two size (at least twice the
-/// entries) holding each entry's index, probed in turn from the name's hash. The lookup is a
-/// short hash of the name's bytes, a mask and a comparison of the name, where
+/// entries) holding each entry's index, probed in turn from the slot the name's hash names. The
+/// lookup is a short hash of the name's bytes, a shift and a comparison of the name, where
 /// std::unordered_map's took ~120 instructions of a ~1 260-instruction lexical check (the
 /// library's byte hash and a division by a prime bucket count; docs/performance.md).
 class extension_table {
  public:
-  using value_type = std::pair<const std::string, extension_policy>;
+  using value_type = std::pair<std::string, extension_policy>;  ///< seen through const only
   using const_iterator = const value_type*;
 
   /// Adds `ext` under `name` unless the name is there already (then nothing changes and the
@@ -58,7 +58,7 @@ class extension_table {
   [[gnu::always_inline]] const_iterator find(std::string_view name) const {
     if (slots_.empty()) return end();
     const std::size_t mask = slots_.size() - 1;
-    for (std::size_t at = hash_of(name) & mask;; at = (at + 1) & mask) {
+    for (std::size_t at = hash_of(name) >> shift_;; at = (at + 1) & mask) {
       const std::uint32_t index = slots_[at];
       if (index == 0) return end();  // at least half the slots are empty: a probe ends
       const value_type& e = entries_[index - 1];
@@ -71,6 +71,9 @@ class extension_table {
   /// How many names the table holds.
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
+  /// The most slots a lookup of a name the table holds reads (1: every name at its own slot).
+  /// A hash that lets similar names pile up shows here, where it would only slow checks down.
+  std::size_t longest_probe() const;
 
  private:
   // A name's bytes as words: eight at a time, the last eight overlapping the one before; a
@@ -92,9 +95,11 @@ class extension_table {
     return static_cast<unsigned char>(p[0]) | std::uint64_t(static_cast<unsigned char>(p[n / 2])) << 8 |
            std::uint64_t(static_cast<unsigned char>(p[n - 1])) << 16;
   }
-  // The length and the words, mixed by multiplications with SplitMix64's constants. Names come
-  // from installed manifests, so nobody chooses collisions from outside; a collision costs a
-  // probe, never a wrong entry (find compares the names).
+  // The length and the words, mixed by multiplications with SplitMix64's constants. A product's
+  // high bits depend on every bit of what was multiplied (its low bits only on the low bits), so
+  // the slot is taken from the top: names that differ only in their last bytes (`ext-3`,
+  // `ext-4`; `bench-echo-10` to `-99`) land apart. A collision costs a probe, never a wrong
+  // entry (find compares the names).
   static std::uint64_t hash_of(std::string_view name) {
     const char* p = name.data();
     const std::size_t n = name.size();
@@ -105,7 +110,7 @@ class extension_table {
       for (std::size_t i = 0; i + 8 < n; i += 8) h = (h ^ word_at(p + i)) * 0xBF58476D1CE4E5B9ull;
       h = (h ^ word_at(p + n - 8)) * 0x94D049BB133111EBull;
     }
-    return h ^ (h >> 31);
+    return h;
   }
   static bool same_name(std::string_view a, std::string_view b) {
     const std::size_t n = a.size();
@@ -119,6 +124,7 @@ class extension_table {
 
   std::vector<value_type> entries_;
   std::vector<std::uint32_t> slots_;  ///< an entry's index + 1, 0 when empty; none before the first
+  unsigned shift_ = 61;               ///< 64 - log2(slots): a hash's top bits name its slot
 };
 
 /// Everything a check needs, compiled and immutable.
