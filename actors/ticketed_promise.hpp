@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -116,8 +118,16 @@ class answers_together {
     answer.ticket = p.ticket_;
     if (!self_) self_ = p.self_;
     group& g = group_of(p.to_.get());
-    if (g.answers.empty()) g.answers.reserve(g.expected > 0 ? g.expected : hint_);
-    g.answers.push_back(std::move(answer));
+    if (!g.only && g.answers.empty()) {
+      g.only.emplace(std::move(answer));  // an asker's only answer, often, sent as a `T`
+    } else {
+      if (g.answers.empty()) {
+        g.answers.reserve(std::max<std::size_t>(2, g.expected > 0 ? g.expected : hint_));
+        g.answers.push_back(std::move(*g.only));
+        g.only.reset();
+      }
+      g.answers.push_back(std::move(answer));
+    }
     // Held here now, sent by send_all. The group's first answer brings the asker's reference
     // with it (moved: no atomic operation on the asker's control block); the others drop theirs.
     if (!g.to) g.to = std::move(p.to_);
@@ -127,41 +137,61 @@ class answers_together {
   /// Sends what is held: one message to each asker. A group is forgotten once it is sent, so
   /// nothing is sent twice should this be called again after a failure.
   void send_all() {
-    if (groups_.empty()) return;
+    if (!first_used_) return;
     auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
-    while (!groups_.empty()) {
-      group g = std::move(groups_.back());
-      groups_.pop_back();
-      if (g.answers.empty()) continue;  // expected, never added
-      if (g.answers.size() == 1)
-        g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(g.answers.front())),
-                      me->context());
-      else
-        g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}),
-                      me->context());
+    while (!more_.empty()) {
+      group g = std::move(more_.back());
+      more_.pop_back();
+      send(g, me);
     }
+    first_used_ = false;
+    group g = std::move(first_);
+    first_ = group{};
+    send(g, me);
   }
 
  private:
+  // An asker's answers. The first waits in `only` (no vector for an asker that gets one: at
+  // one call in flight every asker does); a second moves it into `answers`.
   struct group {
     const caf::actor_control_block* asker = nullptr;  // whom the group answers
     caf::strong_actor_ptr to;  // a reference to it, from the first answer added
+    std::optional<T> only;
     std::vector<T> answers;
     std::size_t expected = 0;
   };
+
+  // Sends a group's answers in one message (none when it has none: expected, never added).
+  void send(group& g, caf::local_actor* me) {
+    if (g.only)
+      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(*g.only)), me->context());
+    else if (!g.answers.empty())
+      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}),
+                    me->context());
+  }
 
   // The group of `asker`, made when there is none. The pointer only names the asker: a
   // promise that holds a reference to it is alive while its group is looked up, so no other
   // actor's block can have taken its address.
   group& group_of(const caf::actor_control_block* asker) {
     // Answers to one asker usually come in a run: the last group first, then the others.
-    for (auto it = groups_.rbegin(); it != groups_.rend(); ++it)
+    for (auto it = more_.rbegin(); it != more_.rend(); ++it)
       if (it->asker == asker) return *it;
-    return groups_.emplace_back(group{asker, nullptr, {}, 0});
+    if (first_used_ && first_.asker == asker) return first_;
+    if (!first_used_) {
+      first_used_ = true;
+      first_.asker = asker;
+      return first_;
+    }
+    return more_.emplace_back(group{asker, nullptr, std::nullopt, {}, 0});
   }
 
   caf::strong_actor_ptr self_;  // the answering actor
-  std::vector<group> groups_;
+  // The groups, in the order made: the first here (no vector when one asker is answered),
+  // the others in `more_`.
+  group first_;
+  bool first_used_ = false;
+  std::vector<group> more_;
   std::size_t hint_ = 0;
   int unwinding_ = std::uncaught_exceptions();  // exceptions in flight when this was made
 };

@@ -713,7 +713,13 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
       lock_held_ = true;
     }
   }
-  append_start_ = {ino_, dev_, size_, last_seq_, std::string(last_hash_, sizeof last_hash_)};
+  // Field by field: the hash goes into the string's room from the last append (a new string
+  // would be an allocation and a free every append).
+  append_start_.ino = ino_;
+  append_start_.dev = dev_;
+  append_start_.size = size_;
+  append_start_.seq = last_seq_;
+  append_start_.hash.assign(last_hash_, sizeof last_hash_);
 
   // Serialize and chain the whole batch, noting where rotations go: before a line that would
   // take a non-empty audit.jsonl past max_bytes, so a file exceeds it only by a lone line

@@ -13,6 +13,7 @@
 #include "actors/checker.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/call_replies.hpp"
+#include "actors/ticketed_promise.hpp"
 
 using namespace dhara;
 using namespace std::chrono_literals;
@@ -60,6 +61,35 @@ caf::behavior holding_checker(caf::event_based_actor* self, std::string allowed_
           by_asker.back().second.outcomes.push_back(std::move(o));
         }
         for (auto& [to, answers] : by_asker) self->send(to, std::move(answers));
+        all->clear();
+      },
+  };
+}
+
+// Holds every check as a ticketed promise and, told to release them, answers them through one
+// answers_together in the order they came, each with the reason "for <call id>"; a call id
+// starting with "skip" is only counted (expect) and never answered.
+caf::behavior together_answerer(caf::event_based_actor* self, std::string /*unused, see above*/) {
+  struct held {
+    actors::ticketed_promise<actors::check_outcome> rp;
+    std::string id;
+  };
+  auto all = std::make_shared<std::vector<held>>();
+  return {
+      [=](actors::check_atom, actors::check_batch& b) {
+        all->push_back({actors::ticketed_promise<actors::check_outcome>(self, b.ticket), b.tool_call_id});
+        return all->back().rp.handle();
+      },
+      [=](release_atom) {
+        actors::answers_together<actors::check_outcome, actors::check_outcomes> answers;
+        for (const auto& h : *all) answers.expect(h.rp);
+        for (auto& h : *all) {
+          if (h.id.rfind("skip", 0) == 0) continue;
+          actors::check_outcome o;
+          o.allowed = true;
+          o.reason = "for " + h.id;
+          answers.add(h.rp, std::move(o));
+        }
         all->clear();
       },
   };
@@ -186,4 +216,76 @@ TEST_CASE_METHOD(rig, "a ticket answered twice does not reach the call that took
   self->send(checker, release_atom::value);
   CHECK(receive_lines(self, 1) == std::vector<std::string>{"ok-2 allowed: for ok-2"});
   for (auto a : {checker, caf::actor_cast<caf::actor>(c)}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(rig, "answers released together reach each asker in one message, alone as an outcome", "[runtime][calls]") {
+  // Three askers' checks interleaved, and a request among them: the asker with one answer gets
+  // it as a check_outcome, those with several one check_outcomes holding theirs in the order
+  // they were added, the request its own answer; an asker whose only check is expected and not
+  // answered gets nothing.
+  auto answerer = sys.spawn(together_answerer, std::string());
+  caf::scoped_actor one{sys}, two{sys}, three{sys}, skipped{sys};
+  auto check = [](const std::string& id, std::uint64_t ticket) {
+    actors::check_batch b;
+    b.tool_call_id = id;
+    b.ticket = ticket;
+    return b;
+  };
+  two->send(answerer, actors::check_atom::value, check("two-a", 21));
+  one->send(answerer, actors::check_atom::value, check("one-a", 11));
+  three->send(answerer, actors::check_atom::value, check("three-a", 31));
+  two->send(answerer, actors::check_atom::value, check("two-b", 22));
+  auto asked = self->request(answerer, 10s, actors::check_atom::value, check("req", 0));
+  skipped->send(answerer, actors::check_atom::value, check("skip-1", 41));
+  three->send(answerer, actors::check_atom::value, check("three-b", 32));
+  two->send(answerer, actors::check_atom::value, check("two-c", 23));
+  // Every send above is made from this thread: each is in the answerer's mailbox before the
+  // next, so the release comes after all of them.
+  self->send(answerer, release_atom::value);
+  auto lines_of = [](std::vector<actors::check_outcome>& os) {
+    std::vector<std::string> out;
+    for (auto& o : os) out.push_back(o.reason + " #" + std::to_string(o.ticket));
+    return out;
+  };
+  // The answers of `asker`'s one message; `many`: they came as a check_outcomes.
+  auto one_message = [&](caf::scoped_actor& asker, bool& many) {
+    std::vector<actors::check_outcome> got;
+    std::size_t messages = 0;
+    asker->receive(
+        [&](actors::check_outcome& o) {
+          got.push_back(std::move(o));
+          ++messages;
+        },
+        [&](actors::check_outcomes& os) {
+          got = std::move(os.outcomes);
+          many = true;
+          ++messages;
+        },
+                   caf::after(10s) >> [] { FAIL("no answer came"); });
+    asker->receive([&](actors::check_outcome&) { ++messages; }, [&](actors::check_outcomes&) { ++messages; },
+                   caf::after(50ms) >> [] {});
+    CHECK(messages == 1);
+    return got;
+  };
+  bool many = false;
+  std::vector<actors::check_outcome> got_one = one_message(one, many);
+  CHECK(lines_of(got_one) == std::vector<std::string>{"for one-a #11"});
+  CHECK_FALSE(many);
+  many = false;
+  std::vector<actors::check_outcome> got_two = one_message(two, many);
+  CHECK(lines_of(got_two) == std::vector<std::string>{"for two-a #21", "for two-b #22", "for two-c #23"});
+  CHECK(many);
+  many = false;
+  std::vector<actors::check_outcome> got_three = one_message(three, many);
+  CHECK(lines_of(got_three) == std::vector<std::string>{"for three-a #31", "for three-b #32"});
+  CHECK(many);
+  bool answered = false;
+  asked.receive([&](actors::check_outcome& o) { answered = o.reason == "for req"; },
+                [&](caf::error& e) { FAIL("the request was not answered: " << sys.render(e)); });
+  CHECK(answered);
+  bool more = false;
+  skipped->receive([&](actors::check_outcome&) { more = true; }, [&](actors::check_outcomes&) { more = true; },
+                   caf::after(50ms) >> [] {});
+  CHECK_FALSE(more);
+  caf::anon_send_exit(answerer, caf::exit_reason::user_shutdown);
 }
