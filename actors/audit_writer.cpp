@@ -41,20 +41,35 @@ syncer_actor::behavior_type syncer_behavior(syncer_actor::pointer, const std::st
 
 audit_ack audit_failure(const std::string& why);
 
-// A caller waiting for its entries to be written. It always gets an answer: a waiter dropped
-// undelivered (the writer ends) is told the entries were not confirmed, so its decisions are
-// denied rather than left waiting forever (CAF 0.17 answers nothing for a dropped promise).
-// Move-only: a copy would answer twice.
+// A caller waiting for its entries to be written: an append's promise, or the answers a
+// checker handed over with its lines (audit_release). It always gets an answer: a waiter
+// dropped undelivered (the writer ends) is told the entries were not confirmed, so its
+// decisions are denied rather than left waiting forever (CAF 0.17 answers nothing for a
+// dropped promise). Move-only: a copy would answer twice.
 struct waiter {
   caf::typed_response_promise<audit_ack> rp;
+  audit_release_ptr release;
 
   explicit waiter(caf::typed_response_promise<audit_ack> p) : rp(std::move(p)) {}
+  explicit waiter(audit_release_ptr r) : release(std::move(r)) {}
   waiter(waiter&&) = default;
   waiter& operator=(waiter&&) = default;
   waiter(const waiter&) = delete;
   waiter& operator=(const waiter&) = delete;
   ~waiter() {
-    if (rp.pending()) rp.deliver(audit_failure("the audit writer stopped before the entries were confirmed"));
+    if (rp.pending() || release)
+      tell(0, "the audit writer stopped before the entries were confirmed", nullptr);
+  }
+
+  // How its entries went: confirmed up to `last`, or refused for `why`. `ctx`: the writer's
+  // execution unit (null outside its run).
+  void tell(std::uint64_t last, const std::string& why, caf::execution_unit* ctx) {
+    if (release) {
+      auto r = std::move(release);
+      if (r->claim()) r->answer(why.empty() ? std::string() : audit_failure(why).error, ctx);
+      return;
+    }
+    rp.deliver(why.empty() ? audit_ack{last, {}} : audit_failure(why));
   }
 };
 
@@ -96,12 +111,12 @@ struct writer_state {
     for (const auto& b : unsynced) {
       if (std::string e = b.file.sync(); why.empty()) why = std::move(e);
     }
-    if (!why.empty()) refuse_unsynced(why);
-    for (auto& b : unsynced) answer(b.waiters, b.last, "");
+    if (!why.empty()) refuse_unsynced(why, nullptr);
+    for (auto& b : unsynced) answer(b.waiters, b.last, "", nullptr);
     if (pending.empty() && waiters.empty()) return;
     std::uint64_t last = 0;
     why = write(pending, last, io::audit_sync::now);
-    answer(waiters, last, why);
+    answer(waiters, last, why, nullptr);
   }
 
   // Appends `batch` to the log: "" with `last` the last seq on disk, or why it was not written.
@@ -116,11 +131,11 @@ struct writer_state {
 
   // A sync failed: the unsynced lines may be lost, and every batch after them chains on them.
   // All are refused and cut away, so the trail keeps no entry whose decision was refused.
-  void refuse_unsynced(const std::string& why) {
+  void refuse_unsynced(const std::string& why, caf::execution_unit* ctx) {
     if (log && !unsynced.empty()) {
       if (auto err = log->roll_back(unsynced.front().start)) spdlog::error("audit: {}", err->message);
     }
-    for (auto& b : unsynced) answer(b.waiters, 0, why);
+    for (auto& b : unsynced) answer(b.waiters, 0, why, ctx);
     unsynced.clear();
   }
 
@@ -136,8 +151,8 @@ struct writer_state {
   }
 
   // Tells each waiter how its entries went: confirmed up to `last`, or refused for `why`.
-  static void answer(std::vector<waiter>& ws, std::uint64_t last, const std::string& why) {
-    for (auto& w : ws) w.rp.deliver(why.empty() ? audit_ack{last, {}} : audit_failure(why));
+  static void answer(std::vector<waiter>& ws, std::uint64_t last, const std::string& why, caf::execution_unit* ctx) {
+    for (auto& w : ws) w.tell(last, why, ctx);
   }
 };
 
@@ -228,7 +243,7 @@ void flush(self_ptr self) {
   }
   // Fail closed: every decision waiting on a batch that was not written is refused.
   st.report(why);
-  writer_state::answer(waiters, last, why);
+  writer_state::answer(waiters, last, why, self->context());
   keep_for_reuse(st, batch, waiters);
 }
 
@@ -277,7 +292,7 @@ void synced(self_ptr self, const std::string& why) {
   const std::size_t n = std::exchange(st.syncing, 0);
   if (why.empty()) {
     for (std::size_t i = 0; i < n && !st.unsynced.empty(); ++i) {
-      writer_state::answer(st.unsynced.front().waiters, st.unsynced.front().last, "");
+      writer_state::answer(st.unsynced.front().waiters, st.unsynced.front().last, "", self->context());
       st.unsynced.pop_front();
     }
     st.report("");
@@ -285,40 +300,45 @@ void synced(self_ptr self, const std::string& why) {
     return;
   }
   st.report(why);
-  st.refuse_unsynced(why);
+  st.refuse_unsynced(why, self->context());
 }
 
-// Takes serialized lines into the next batch; the answer comes when they are as durable as
+// Takes serialized lines into the next batch; `w` is answered when they are as durable as
 // configured (at once under durability none: written by the next tick).
-caf::typed_response_promise<audit_ack> accept(self_ptr self, policy::audit_lines lines) {
+void accept(self_ptr self, policy::audit_lines lines, waiter w) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<audit_ack>();
   if (st.pending_bytes > st.cfg.max_pending_bytes) {
-    rp.deliver(audit_failure("more than " + std::to_string(st.cfg.max_pending_bytes) + " bytes are waiting"));
-    return rp;
+    w.tell(0, "more than " + std::to_string(st.cfg.max_pending_bytes) + " bytes are waiting", self->context());
+    return;
   }
   if (!lines.empty()) {
     st.pending_bytes += lines.bytes() + lines.size() * (20 + policy::audit_hash_suffix_bytes);
     st.pending.push_back(std::move(lines));
   }
   if (st.cfg.durability == policy::audit_durability::none) {
-    rp.deliver(audit_ack{});  // released now; written by the next tick
+    w.tell(0, "", self->context());  // released now; written by the next tick
     if (!st.flush_scheduled) {
       st.flush_scheduled = true;
       self->delayed_send(self, std::chrono::milliseconds(5), flush_atom::value);
     }
-    return rp;
+    return;
   }
-  st.waiters.emplace_back(rp);
-  if (st.flush_scheduled) return rp;
+  st.waiters.push_back(std::move(w));
+  if (st.flush_scheduled) return;
   // Nothing else in the mailbox: written now. Otherwise the flush is queued behind every
   // append already there, and they all join this batch.
   if (self->mailbox().empty()) {
     flush(self);
-    return rp;
+    return;
   }
   st.flush_scheduled = true;
   self->send(self, flush_atom::value);
+}
+
+// An append answered with an audit_ack: its promise, handed to accept.
+caf::typed_response_promise<audit_ack> accept_acked(self_ptr self, policy::audit_lines lines) {
+  auto rp = self->make_response_promise<audit_ack>();
+  accept(self, std::move(lines), waiter(rp));
   return rp;
 }
 
@@ -329,13 +349,16 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
     self->state.cfg = std::move(cfg);
     if (!try_open(self)) spdlog::error("audit: {}", self->state.open_error);
     return {
-        [=](append_atom, policy::audit_lines& lines) { return accept(self, std::move(lines)); },
+        [=](append_atom, policy::audit_lines& lines) { return accept_acked(self, std::move(lines)); },
+        [=](append_atom, policy::audit_lines& lines, audit_release_ptr& release) {
+          accept(self, std::move(lines), waiter(std::move(release)));
+        },
         [=](append_atom, std::vector<policy::audit_entry>& entries) {
           policy::audit_lines lines;
           for (const auto& e : entries) {
             if (!policy::is_ignored(e, self->state.cfg.ignore_patterns)) lines.add(e);  // never a denial
           }
-          return accept(self, std::move(lines));
+          return accept_acked(self, std::move(lines));
         },
         [=](flush_atom) { flush(self); },
         [=](lease_atom) { look_at_lease(self); },

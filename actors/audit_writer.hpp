@@ -5,7 +5,9 @@
 // releases a decision only then. A write failure answers with an error: checks fail closed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,12 +32,39 @@ struct audit_ack {
   std::string error;  ///< non-empty: the entries were not written; the decisions must deny
 };
 
+/// Answers that wait for an append's lines, released by the audit writer itself once the
+/// lines are as durable as configured, or refused with why they are not: the checker hands its
+/// decisions over with their lines, and they reach their askers without a message back to the
+/// checker first (one hop fewer a check; docs/performance.md). Whoever claims it first answers,
+/// exactly once: the writer, the checker when it ends first, or the last owner dropping it.
+class audit_release {
+ public:
+  audit_release() = default;
+  audit_release(const audit_release&) = delete;
+  audit_release& operator=(const audit_release&) = delete;
+  virtual ~audit_release() = default;
+
+  /// True for the first caller only, which must then call answer().
+  bool claim() noexcept { return !claimed_.exchange(true, std::memory_order_acq_rel); }
+
+  /// Answers every asker: released (`why` empty) or refused for `why`. `ctx`: the caller's
+  /// execution unit (null from outside an actor's run). Called once, after claim().
+  virtual void answer(const std::string& why, caf::execution_unit* ctx) = 0;
+
+ private:
+  std::atomic<bool> claimed_{false};
+};
+using audit_release_ptr = std::shared_ptr<audit_release>;
+
 /// What a checker sees of the writer: append entries; the reply comes once they are as
 /// durable as configured.
 using audit_sink_actor = caf::typed_actor<
     /// checker → writer: lines the checker serialized and already filtered by
     /// auditIgnorePatterns (the checker's hot path: the writer only numbers, hashes, writes).
     caf::replies_to<append_atom, policy::audit_lines>::with<audit_ack>,
+    /// checker → writer: the same lines, with the answers that wait for them, which the writer
+    /// releases or refuses itself (no reply).
+    caf::reacts_to<append_atom, policy::audit_lines, audit_release_ptr>,
     /// session, serve, extension host → writer: entries (user decisions, refusals), which the
     /// writer filters by auditIgnorePatterns and serializes itself.
     caf::replies_to<append_atom, std::vector<policy::audit_entry>>::with<audit_ack>>;
@@ -73,3 +102,4 @@ audit_writer_actor spawn_audit_writer(caf::actor_system& sys, audit_writer_confi
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dhara::policy::audit_entry>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::policy::audit_lines)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::audit_ack)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::actors::audit_release_ptr)

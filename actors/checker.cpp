@@ -1,6 +1,7 @@
 // The capability checker actor (see checker.hpp).
 #include "actors/checker.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -60,6 +61,32 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
 
 struct pending_batch;
 
+// The answers of one append, handed to the writer with its lines: the writer releases them
+// once the lines are durable, or refuses them (audit_release). Used when every answer goes
+// by ticket: such an answer is sent with whichever execution unit is at hand, while a request's
+// CAF promise would read the checker's own from the writer's thread.
+struct released_answers final : audit_release {
+  std::vector<waiting_reply> replies;
+
+  explicit released_answers(std::vector<waiting_reply>&& r) : replies(std::move(r)) {}
+  released_answers(const released_answers&) = delete;
+  released_answers& operator=(const released_answers&) = delete;
+  // Dropped unanswered: the append never reached the writer (it is gone).
+  ~released_answers() override {
+    if (claim()) answer("the audit writer is gone", nullptr);
+  }
+
+  void answer(const std::string& why, caf::execution_unit* ctx) override {
+    answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
+    answers.context(ctx);
+    for (const auto& w : replies) answers.expect(w.rp);
+    for (auto& w : replies) {
+      if (why.empty()) answers.add(w.rp, std::move(w.outcome));
+      else answers.add(w.rp, audit_failed(w, why));
+    }
+  }
+};
+
 struct checker_state {
   policy::snapshot_ptr snapshot;
   audit_sink_actor audit;
@@ -73,7 +100,19 @@ struct checker_state {
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
   hitl_actor approver;                       // asked about pending capabilities; none: denied
+  // The answers handed to the writer (send_lines), until it releases them: should the checker
+  // end first, it refuses those still waiting, as it does the replies it holds itself.
+  std::vector<std::weak_ptr<released_answers>> handed_over;
   static inline const char* name = "checker";
+
+  checker_state() = default;
+  checker_state(const checker_state&) = delete;
+  checker_state& operator=(const checker_state&) = delete;
+  ~checker_state() {
+    for (auto& h : handed_over) {
+      if (auto r = h.lock(); r && r->claim()) r->answer(checker_stopped, nullptr);
+    }
+  }
 };
 
 std::string joined(const std::vector<std::string>& argv) {
@@ -209,11 +248,34 @@ bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines)
 // of them left a core idle while the writer worked (docs/performance.md, "Appends of 128").
 constexpr std::size_t max_answers_per_append = 128;
 
+// At most this many answers of an append are released by the writer itself: for a few, the
+// message back to the checker costs more than the answers; for many, the writer, which every
+// checker's appends go through, would take on their work (measured: docs/performance.md, "The
+// writer releases a few answers itself").
+constexpr std::size_t max_answers_released_by_writer = 8;
+
 // Sends the lines decided so far to the writer in one append (nothing when there are none);
-// their decisions are released when it answers (refused if it cannot write them).
+// their decisions are released once it has written them (refused if it cannot). A few answers
+// that all go by ticket the writer releases itself (released_answers); otherwise it answers
+// the append, and the checker releases them.
 void send_lines(checker_ptr self) {
   auto& s = self->state;
   if (s.replies.empty() && s.lines.empty()) return;
+  if (s.replies.size() <= max_answers_released_by_writer &&
+      std::all_of(s.replies.begin(), s.replies.end(), [](const waiting_reply& w) { return w.rp.ticketed(); })) {
+    auto release = std::make_shared<released_answers>(std::move(s.replies));
+    s.replies.clear();
+    s.replies.swap(s.spare_replies);
+    s.replies.reserve(release->replies.size());
+    policy::audit_lines batch;
+    std::swap(batch, s.lines);
+    s.lines.reserve(batch.size(), batch.bytes());
+    // Those the writer released already are forgotten here.
+    std::erase_if(s.handed_over, [](const std::weak_ptr<released_answers>& h) { return h.expired(); });
+    s.handed_over.push_back(release);
+    self->send(s.audit, append_atom::value, std::move(batch), audit_release_ptr(std::move(release)));
+    return;
+  }
   auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
   s.replies.clear();
   policy::audit_lines batch;

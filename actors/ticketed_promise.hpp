@@ -62,6 +62,10 @@ class ticketed_promise {
   /// Not answered yet (and someone waits for the answer).
   bool pending() const { return self_ ? static_cast<bool>(to_) : rp_.pending(); }
 
+  /// Answered with an ordinary message, not through a request's CAF promise: answers_together
+  /// may then send it from another actor's run (answers_together::context).
+  bool ticketed() const { return static_cast<bool>(self_); }
+
   /// What the handler returns to CAF: for a request, its promise (CAF then answers nothing
   /// itself); for a ticketed message, an empty one (the same: nothing).
   caf::typed_response_promise<T> handle() const { return rp_; }
@@ -105,6 +109,15 @@ class answers_together {
     send_all();
   }
 
+  /// Sends with `ctx`, the execution unit of the actor whose run sends them (null: from outside
+  /// any actor's run), rather than the answering actor's own: for answers that another actor
+  /// releases for it (the audit writer, an append's; actors/audit_writer.hpp). Only ticketed
+  /// answers may be added then: a request's promise reads the answering actor's unit itself.
+  void context(caf::execution_unit* ctx) {
+    ctx_ = ctx;
+    own_ctx_ = false;
+  }
+
   /// Counts an answer `p` will get through add(), so that each asker's answers are moved once
   /// into room made for all of them (optional; a vector grown one answer at a time moved
   /// each answer about twice).
@@ -138,16 +151,17 @@ class answers_together {
   /// nothing is sent twice should this be called again after a failure.
   void send_all() {
     if (!first_used_) return;
-    auto* me = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_));
+    caf::execution_unit* ctx = ctx_;
+    if (own_ctx_) ctx = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_))->context();
     while (!more_.empty()) {
       group g = std::move(more_.back());
       more_.pop_back();
-      send(g, me);
+      send(g, ctx);
     }
     first_used_ = false;
     group g = std::move(first_);
     first_ = group{};
-    send(g, me);
+    send(g, ctx);
   }
 
  private:
@@ -162,12 +176,11 @@ class answers_together {
   };
 
   // Sends a group's answers in one message (none when it has none: expected, never added).
-  void send(group& g, caf::local_actor* me) {
+  void send(group& g, caf::execution_unit* ctx) {
     if (g.only)
-      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(*g.only)), me->context());
+      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, std::move(*g.only)), ctx);
     else if (!g.answers.empty())
-      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}),
-                    me->context());
+      g.to->enqueue(caf::make_mailbox_element(self_, caf::make_message_id(), {}, Many{std::move(g.answers)}), ctx);
   }
 
   // The group of `asker`, made when there is none. The pointer only names the asker: a
@@ -192,6 +205,8 @@ class answers_together {
   group first_;
   bool first_used_ = false;
   std::vector<group> more_;
+  caf::execution_unit* ctx_ = nullptr;  // see context()
+  bool own_ctx_ = true;                 // the answering actor's unit, read when sending
   std::size_t hint_ = 0;
   int unwinding_ = std::uncaught_exceptions();  // exceptions in flight when this was made
 };

@@ -235,9 +235,12 @@ namespace {
 // An audit sink that writes nothing and says so: every append is answered with `why`.
 actors::audit_sink_actor failing_sink(caf::actor_system& sys, std::string why) {
   return sys.spawn(
-      [](actors::audit_sink_actor::pointer, std::string error) -> actors::audit_sink_actor::behavior_type {
+      [](actors::audit_sink_actor::pointer self, std::string error) -> actors::audit_sink_actor::behavior_type {
         return {
             [=](actors::append_atom, policy::audit_lines&) { return actors::audit_ack{0, error}; },
+            [=](actors::append_atom, policy::audit_lines&, actors::audit_release_ptr& r) {
+              if (r->claim()) r->answer(error, self->context());
+            },
             [=](actors::append_atom, std::vector<policy::audit_entry>&) { return actors::audit_ack{0, error}; },
         };
       },

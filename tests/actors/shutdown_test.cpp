@@ -42,7 +42,13 @@ actors::audit_sink_actor::behavior_type stalled_sink(actors::audit_sink_actor::p
     caf::anon_send(observer, held_atom::value);
     return rp;
   };
+  // Answers a checker hands over with its lines are held the same way, never released.
+  auto releases = std::make_shared<std::vector<actors::audit_release_ptr>>();
   return {[=](actors::append_atom, policy::audit_lines&) { return hold(); },
+          [=](actors::append_atom, policy::audit_lines&, actors::audit_release_ptr& r) {
+            releases->push_back(std::move(r));
+            caf::anon_send(observer, held_atom::value);
+          },
           [=](actors::append_atom, std::vector<policy::audit_entry>&) { return hold(); }};
 }
 
@@ -85,6 +91,42 @@ TEST_CASE("a check waiting for its audit entries is denied when the checker ends
   CHECK(o.reason.find("shutting down") != std::string::npos);
   CHECK(o.decided_by == policy::decider::failure);
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a ticketed check whose answer the writer holds is denied when the checker ends, or the writer",
+          "[runtime][shutdown]") {
+  // Sent with a ticket, the answer goes to the writer with its lines (the writer releases it):
+  // whichever ends first while the writer holds them, the asker is told, once, and denied.
+  const bool checker_ends = GENERATE(true, false);
+  CAPTURE(checker_ends);
+  caf::actor_system_config cfg;
+  actors::use_dhara_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
+  actors::check_batch b = fetch("web-tools", "c-3");
+  b.ticket = 7;
+  self->send(checker, actors::check_atom::value, std::move(b));
+  self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never sent the entries to the writer"); });
+  caf::anon_send_exit(checker_ends ? caf::actor_cast<caf::actor>(checker) : caf::actor_cast<caf::actor>(sink),
+                      caf::exit_reason::user_shutdown);
+  actors::check_outcome o;
+  self->receive([&](actors::check_outcome& x) { o = std::move(x); },
+                caf::after(10s) >> [] { FAIL("the ticketed check was not answered"); });
+  CHECK(o.ticket == 7);
+  CHECK_FALSE(o.allowed);  // allowed by the policy, but its entry was never confirmed: denied
+  CHECK(o.capability == "network:fetch");
+  CHECK(o.reason == (checker_ends ? "the checker stopped before the decision was audited (dhara is shutting down)"
+                                  : "the audit writer is gone"));
+  CHECK(o.decided_by == policy::decider::failure);
+  // Once only: the other one ending later answers nothing more.
+  caf::anon_send_exit(checker_ends ? caf::actor_cast<caf::actor>(sink) : caf::actor_cast<caf::actor>(checker),
+                      caf::exit_reason::user_shutdown);
+  bool again = false;
+  self->receive([&](actors::check_outcome&) { again = true; }, [&](actors::check_outcomes&) { again = true; },
+                caf::after(200ms) >> [] {});
+  CHECK_FALSE(again);
 }
 
 TEST_CASE("a check waiting for a human is denied when the checker ends", "[runtime][shutdown]") {
