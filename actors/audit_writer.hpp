@@ -2,7 +2,8 @@
 // (one write(2) per batch; in fsync mode a syncer thread runs one fdatasync for the batches
 // written while the last one ran, as the writer goes on) and each append is answered
 // only when its entries are as durable as `security.audit.durability` asks — the checker
-// releases a decision only then. A write failure answers with an error: checks fail closed.
+// releases a decision only then, or the writer releases the decisions a checker handed over
+// with the entries (audit_release). A write failure answers with an error: checks fail closed.
 #pragma once
 
 #include <atomic>
