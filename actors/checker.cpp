@@ -2,8 +2,10 @@
 #include "actors/checker.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,14 +63,24 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
 
 struct pending_batch;
 
+// At most this many answers of an append are released by the writer itself: for a few, the
+// message back to the checker costs more than the answers; for many, the writer, which every
+// checker's appends go through, would take on their work (measured: docs/performance.md, "The
+// writer releases a few answers itself").
+constexpr std::size_t max_answers_released_by_writer = 8;
+
 // The answers of one append, handed to the writer with its lines: the writer releases them
 // once the lines are durable, or refuses them (audit_release). Used when every answer goes
 // by ticket: such an answer is sent with whichever execution unit is at hand, while a request's
-// CAF promise would read the checker's own from the writer's thread.
+// CAF promise would read the checker's own from the writer's thread. Held in place, not in a
+// vector: the checker's list keeps its room, and nothing is freed on the writer's thread but
+// this object.
 struct released_answers final : audit_release {
-  std::vector<waiting_reply> replies;
+  std::array<std::optional<waiting_reply>, max_answers_released_by_writer> replies;
+  std::size_t count = 0;
+  caf::actor_addr checker;  // ended when its answers cannot be sent (below)
 
-  explicit released_answers(std::vector<waiting_reply>&& r) : replies(std::move(r)) {}
+  explicit released_answers(caf::actor_addr c) : checker(std::move(c)) {}
   released_answers(const released_answers&) = delete;
   released_answers& operator=(const released_answers&) = delete;
   // Dropped unanswered: the append never reached the writer (it is gone).
@@ -77,12 +89,26 @@ struct released_answers final : audit_release {
   }
 
   void answer(const std::string& why, caf::execution_unit* ctx) override {
-    answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
-    answers.context(ctx);
-    for (const auto& w : replies) answers.expect(w.rp);
-    for (auto& w : replies) {
-      if (why.empty()) answers.add(w.rp, std::move(w.outcome));
-      else answers.add(w.rp, audit_failed(w, why));
+    try {
+      answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
+      answers.context(ctx);
+      for (std::size_t i = 0; i < count; ++i) answers.expect(replies[i]->rp);
+      for (std::size_t i = 0; i < count; ++i) {
+        waiting_reply& w = *replies[i];
+        if (why.empty()) answers.add(w.rp, std::move(w.outcome));
+        else answers.add(w.rp, audit_failed(w, why));
+      }
+    } catch (...) {
+      // Some answers may not have been sent (memory is short). The checker is ended: its askers
+      // watch it and fail every call still waiting on it (closed), as when the checker itself
+      // fails to send. What was not sent is forgotten here: answering it from this thread
+      // would read the checker's execution unit, which only its own run may.
+      for (std::size_t i = 0; i < count; ++i) replies[i]->rp.forget();
+      try {
+        caf::anon_send_exit(checker, caf::exit_reason::unhandled_exception);
+      } catch (...) {
+        std::terminate();  // no way left to tell the askers: end rather than leave them waiting
+      }
     }
   }
 };
@@ -248,12 +274,6 @@ bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines)
 // of them left a core idle while the writer worked (docs/performance.md, "Appends of 128").
 constexpr std::size_t max_answers_per_append = 128;
 
-// At most this many answers of an append are released by the writer itself: for a few, the
-// message back to the checker costs more than the answers; for many, the writer, which every
-// checker's appends go through, would take on their work (measured: docs/performance.md, "The
-// writer releases a few answers itself").
-constexpr std::size_t max_answers_released_by_writer = 8;
-
 // Sends the lines decided so far to the writer in one append (nothing when there are none);
 // their decisions are released once it has written them (refused if it cannot). A few answers
 // that all go by ticket the writer releases itself (released_answers); otherwise it answers
@@ -263,10 +283,9 @@ void send_lines(checker_ptr self) {
   if (s.replies.empty() && s.lines.empty()) return;
   if (s.replies.size() <= max_answers_released_by_writer &&
       std::all_of(s.replies.begin(), s.replies.end(), [](const waiting_reply& w) { return w.rp.ticketed(); })) {
-    auto release = std::make_shared<released_answers>(std::move(s.replies));
+    auto release = std::make_shared<released_answers>(self->address());
+    for (waiting_reply& w : s.replies) release->replies[release->count++].emplace(std::move(w));
     s.replies.clear();
-    s.replies.swap(s.spare_replies);
-    s.replies.reserve(release->replies.size());
     policy::audit_lines batch;
     std::swap(batch, s.lines);
     s.lines.reserve(batch.size(), batch.bytes());

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,14 @@ class ticketed_promise {
   /// Answered with an ordinary message, not through a request's CAF promise: answers_together
   /// may then send it from another actor's run (answers_together::context).
   bool ticketed() const { return static_cast<bool>(self_); }
+
+  /// Never answered from here on, not even by a destructor that answers what is pending: for
+  /// an answer that could not be sent, when the answering actor is ended instead (its askers
+  /// watch it and fail the call).
+  void forget() {
+    to_.reset();
+    rp_ = caf::typed_response_promise<T>{};
+  }
 
   /// What the handler returns to CAF: for a request, its promise (CAF then answers nothing
   /// itself); for a ticketed message, an empty one (the same: nothing).
@@ -127,6 +136,7 @@ class answers_together {
 
   /// `p` counts as answered from here on (its destructor answers nothing more).
   void add(ticketed_promise<T>& p, T&& answer) {
+    if (!p.self_ && !own_ctx_) throw std::logic_error("a request's answer can only be sent by the actor that was asked");
     if (!p.self_ || !p.to_) return p.deliver(std::move(answer));  // a request; answered or anonymous
     answer.ticket = p.ticket_;
     if (!self_) self_ = p.self_;
@@ -151,6 +161,12 @@ class answers_together {
   /// nothing is sent twice should this be called again after a failure.
   void send_all() {
     if (!first_used_) return;
+    if (!self_) {  // only expect()ed, nothing added: nothing to send
+      more_.clear();
+      first_ = group{};
+      first_used_ = false;
+      return;
+    }
     caf::execution_unit* ctx = ctx_;
     if (own_ctx_) ctx = static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(self_))->context();
     while (!more_.empty()) {

@@ -315,6 +315,79 @@ TEST_CASE("answers released together reach each asker once, in one message per a
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE("an answer the audit writer releases itself comes only once its line is in the trail", "[runtime][audit]") {
+  // A check sent alone with a ticket hands its answer to the writer with its line; when the
+  // answer comes, the line must already be in audit.jsonl (write: in the kernel; fsync: synced).
+  const auto durability = GENERATE(policy::audit_durability::write, policy::audit_durability::fsync);
+  CAPTURE(policy::to_string(durability));
+  testing::temp_home home;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_config wc;
+  wc.dhara_home = home.dhara_home().string();
+  wc.durability = durability;
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  auto lines_naming = [&](const std::string& call_id) {
+    std::ifstream in(home.dhara_home() / "audit.jsonl");
+    std::size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find("\"toolCallId\":\"" + call_id + "\"") != std::string::npos;
+    return n;
+  };
+  for (std::uint64_t t = 1; t <= 20; ++t) {
+    const bool allow = t % 4 != 0;
+    actors::check_batch b = fetch(allow ? "https://api.example.com/v1" : "https://evil.test/", "rel-" + std::to_string(t));
+    b.ticket = t;
+    self->send(checker, actors::check_atom::value, std::move(b));
+    actors::check_outcome o;
+    self->receive([&](actors::check_outcome& x) { o = std::move(x); },
+                  [&](actors::check_outcomes& xs) { FAIL("one check came back with " << xs.outcomes.size() << " answers"); },
+                  caf::after(10s) >> [] { FAIL("no answer"); });
+    CHECK(o.ticket == t);
+    CHECK(o.allowed == allow);
+    CHECK(lines_naming("rel-" + std::to_string(t)) == 1);
+  }
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  self->wait_for(checker, writer);
+  auto v = io::verify_audit(home.dhara_home().string());
+  REQUIRE(v);
+  CHECK(v->ok);
+  CHECK(v->lines == 20);
+}
+
+TEST_CASE("a writer that cannot open the trail refuses the answers handed to it, naming why", "[runtime][audit]") {
+  // DHARA_HOME is a file: the writer cannot open audit.jsonl, and every check is denied with
+  // the writer's reason, each with its ticket, whichever way its answer went.
+  testing::temp_home home;
+  std::filesystem::remove_all(home.dhara_home());
+  std::ofstream(home.dhara_home()) << "not a folder\n";
+  REQUIRE(std::filesystem::is_regular_file(home.dhara_home()));
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_config wc;
+  wc.dhara_home = home.dhara_home().string();
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  for (std::uint64_t t = 1; t <= 3; ++t) {
+    actors::check_batch b = fetch("https://api.example.com/v1", "c-" + std::to_string(t));
+    b.ticket = t;
+    self->send(checker, actors::check_atom::value, std::move(b));
+    actors::check_outcome o;
+    self->receive([&](actors::check_outcome& x) { o = std::move(x); }, caf::after(10s) >> [] { FAIL("no answer"); });
+    CHECK(o.ticket == t);
+    CHECK_FALSE(o.allowed);
+    CHECK(o.decided_by == policy::decider::failure);
+    CHECK(o.capability == "network:fetch");
+    CHECK(o.reason.rfind("the audit log cannot be written: ", 0) == 0);
+    CHECK(o.reason.size() > std::string("the audit log cannot be written: ").size());
+  }
+  for (auto a : {caf::actor_cast<caf::actor>(checker), caf::actor_cast<caf::actor>(writer)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("answers whose audit append failed are denied together, each once, naming why", "[runtime][audit]") {
   caf::actor_system_config cfg;
   caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
