@@ -62,10 +62,19 @@ struct writer_rig {
   caf::scoped_actor self{sys};
   actors::audit_writer_actor writer;
 
-  explicit writer_rig(const testing::temp_home& home) {
+  explicit writer_rig(const testing::temp_home& home,
+                      policy::audit_durability durability = policy::audit_durability::write) {
     actors::audit_writer_config wc;
     wc.dhara_home = home.dhara_home().string();
+    wc.durability = durability;
     writer = actors::spawn_audit_writer(sys, wc);
+  }
+
+  // Ends `checker` and the writer, and waits until both are gone (the trail is then complete).
+  void stop(const actors::checker_actor& checker) {
+    caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+    self->wait_for(checker, writer);
   }
 };
 
@@ -164,9 +173,7 @@ TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials 
           .receive([&](actors::check_outcome& o) { CHECK(o.allowed == rows[i].allowed); },
                    [&](caf::error& e) { FAIL("the check was not answered: " << sys.render(e)); });
     }
-    caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
-    self->wait_for(checker, writer);
+    rig.stop(checker);
   }
   auto v = io::verify_audit(home.dhara_home().string());
   REQUIRE(v);
@@ -321,14 +328,9 @@ TEST_CASE("an answer the audit writer releases itself comes only once its line i
   const auto durability = GENERATE(policy::audit_durability::write, policy::audit_durability::fsync);
   CAPTURE(policy::to_string(durability));
   testing::temp_home home;
-  caf::actor_system_config cfg;
-  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
-  caf::scoped_actor self{sys};
-  actors::audit_writer_config wc;
-  wc.dhara_home = home.dhara_home().string();
-  wc.durability = durability;
-  auto writer = actors::spawn_audit_writer(sys, wc);
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  writer_rig rig(home, durability);
+  caf::scoped_actor& self = rig.self;
+  auto checker = actors::spawn_checker(rig.sys, testing::policy_fixture{}.compile(), rig.writer, {});
   auto lines_naming = [&](const std::string& call_id) {
     std::ifstream in(home.dhara_home() / "audit.jsonl");
     std::size_t n = 0;
@@ -348,9 +350,7 @@ TEST_CASE("an answer the audit writer releases itself comes only once its line i
     CHECK(o.allowed == allow);
     CHECK(lines_naming("rel-" + std::to_string(t)) == 1);
   }
-  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
-  self->wait_for(checker, writer);
+  rig.stop(checker);
   auto v = io::verify_audit(home.dhara_home().string());
   REQUIRE(v);
   CHECK(v->ok);
@@ -364,13 +364,9 @@ TEST_CASE("a writer that cannot open the trail refuses the answers handed to it,
   std::filesystem::remove_all(home.dhara_home());
   std::ofstream(home.dhara_home()) << "not a folder\n";
   REQUIRE(std::filesystem::is_regular_file(home.dhara_home()));
-  caf::actor_system_config cfg;
-  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
-  caf::scoped_actor self{sys};
-  actors::audit_writer_config wc;
-  wc.dhara_home = home.dhara_home().string();
-  auto writer = actors::spawn_audit_writer(sys, wc);
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  writer_rig rig(home);
+  caf::scoped_actor& self = rig.self;
+  auto checker = actors::spawn_checker(rig.sys, testing::policy_fixture{}.compile(), rig.writer, {});
   for (std::uint64_t t = 1; t <= 3; ++t) {
     actors::check_batch b = fetch("https://api.example.com/v1", "c-" + std::to_string(t));
     b.ticket = t;
@@ -384,8 +380,7 @@ TEST_CASE("a writer that cannot open the trail refuses the answers handed to it,
     CHECK(o.reason.rfind("the audit log cannot be written: ", 0) == 0);
     CHECK(o.reason.size() > std::string("the audit log cannot be written: ").size());
   }
-  for (auto a : {caf::actor_cast<caf::actor>(checker), caf::actor_cast<caf::actor>(writer)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  rig.stop(checker);
 }
 
 TEST_CASE("answers whose audit append failed are denied together, each once, naming why", "[runtime][audit]") {

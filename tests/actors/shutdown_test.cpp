@@ -73,15 +73,23 @@ actors::check_outcome outcome_of(Handle& h, caf::actor_system& sys) {
   return got;
 }
 
+// A checker whose audit sink holds every append (stalled_sink), telling `self` of each.
+struct stalled_rig {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  actors::audit_sink_actor sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
+  actors::checker_actor checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
+};
+
 }  // namespace
 
 TEST_CASE("a check waiting for its audit entries is denied when the checker ends", "[runtime][shutdown]") {
-  caf::actor_system_config cfg;
-  actors::use_dhara_scheduler(cfg, 2);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
+  stalled_rig rig;
+  caf::actor_system& sys = rig.sys;
+  caf::scoped_actor& self = rig.self;
+  const auto& sink = rig.sink;
+  const auto& checker = rig.checker;
   auto h = self->request(checker, 10s, actors::check_atom::value, fetch("web-tools", "c-1"));
   self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never sent the entries to the writer"); });
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
@@ -99,12 +107,10 @@ TEST_CASE("a ticketed check whose answer the writer holds is denied when the che
   // whichever ends first while the writer holds them, the asker is told, once, and denied.
   const bool checker_ends = GENERATE(true, false);
   CAPTURE(checker_ends);
-  caf::actor_system_config cfg;
-  actors::use_dhara_scheduler(cfg, 2);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto sink = sys.spawn(stalled_sink, caf::actor_cast<caf::actor>(self));
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), sink, {});
+  stalled_rig rig;
+  caf::scoped_actor& self = rig.self;
+  const auto& sink = rig.sink;
+  const auto& checker = rig.checker;
   actors::check_batch b = fetch("web-tools", "c-3");
   b.ticket = 7;
   self->send(checker, actors::check_atom::value, std::move(b));
