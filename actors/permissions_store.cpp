@@ -2,6 +2,7 @@
 #include "actors/permissions_store.hpp"
 
 #include <chrono>
+#include <string_view>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -87,7 +88,8 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
   // The watch runs on the loop thread; it reaches the store only through its mailbox.
   loop->watch_directory(dir, [store](std::string filename) {
     // "": events were lost or the folder went away, so the file may have changed.
-    if (filename.empty() || filename.rfind("permissions.json", 0) == 0) caf::anon_send(store, changed_atom::value);
+    if (filename.empty() || std::string_view(filename).starts_with("permissions.json"))
+      caf::anon_send(store, changed_atom::value);
   });
   return store;
 }

@@ -5,8 +5,8 @@
 // front on every answer: ~20 instructions a call per call in flight (docs/performance.md).
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <stdexcept>

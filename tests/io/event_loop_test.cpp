@@ -57,7 +57,7 @@ io::spawn_request shell(const std::string& line, const std::string& go = "") {
   const std::string wait = go.empty() ? "" : "while [ ! -e " + go + " ]; do sleep 0.01; done; ";
   const std::string done = go.empty() ? "" : "; : > " + go + "." + line + ".done";
   r.argv = {"/bin/sh", "-c", wait + "echo " + line + done + "; exec cat"};
-  r.cwd = "/";
+  r.cwd = std::string("/");  // not `= "/"`: GCC 12 warns falsely (-Wrestrict) on a 1-char literal
   r.env = {"PATH=/usr/bin:/bin"};
   return r;
 }
