@@ -63,6 +63,19 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
 
 struct pending_batch;
 
+// Answers the `n` replies `at(i)` names in one message for each asker: each its outcome when
+// `why` is empty (the lines are written), otherwise refused for `why`.
+template <class At>
+void answer_each(answers_together<check_outcome, check_outcomes>& answers, std::size_t n, At at,
+                 const std::string& why) {
+  for (std::size_t i = 0; i < n; ++i) answers.expect(at(i).rp);
+  for (std::size_t i = 0; i < n; ++i) {
+    waiting_reply& w = at(i);
+    if (why.empty()) answers.add(w.rp, std::move(w.outcome));
+    else answers.add(w.rp, audit_failed(w, why));
+  }
+}
+
 // At most this many answers of an append are released by the writer itself: for a few, the
 // message back to the checker costs more than the answers; for many, the writer, which every
 // checker's appends go through, would take on their work (measured: docs/performance.md, "The
@@ -92,12 +105,7 @@ struct released_answers final : audit_release {
     try {
       answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
       answers.context(ctx);
-      for (std::size_t i = 0; i < count; ++i) answers.expect(replies[i]->rp);
-      for (std::size_t i = 0; i < count; ++i) {
-        waiting_reply& w = *replies[i];
-        if (why.empty()) answers.add(w.rp, std::move(w.outcome));
-        else answers.add(w.rp, audit_failed(w, why));
-      }
+      answer_each(answers, count, [this](std::size_t i) -> waiting_reply& { return *replies[i]; }, why);
     } catch (...) {
       // Some answers may not have been sent (memory is short). The checker is ended: its askers
       // watch it and fail every call still waiting on it (closed), as when the checker itself
@@ -274,6 +282,15 @@ bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines)
 // of them left a core idle while the writer worked (docs/performance.md, "Appends of 128").
 constexpr std::size_t max_answers_per_append = 128;
 
+// The lines decided so far, taken for an append; the checker's list gets room for a next
+// round as large (not a regrowth per doubling).
+policy::audit_lines take_lines(checker_state& s) {
+  policy::audit_lines batch;
+  std::swap(batch, s.lines);
+  s.lines.reserve(batch.size(), batch.bytes());
+  return batch;
+}
+
 // Sends the lines decided so far to the writer in one append (nothing when there are none);
 // their decisions are released once it has written them (refused if it cannot). A few answers
 // that all go by ticket the writer releases itself (released_answers); otherwise it answers
@@ -286,9 +303,7 @@ void send_lines(checker_ptr self) {
     auto release = std::make_shared<released_answers>(self->address());
     for (waiting_reply& w : s.replies) release->replies[release->count++].emplace(std::move(w));
     s.replies.clear();
-    policy::audit_lines batch;
-    std::swap(batch, s.lines);
-    s.lines.reserve(batch.size(), batch.bytes());
+    policy::audit_lines batch = take_lines(s);
     // Those the writer released already are forgotten here.
     std::erase_if(s.handed_over, [](const std::weak_ptr<released_answers>& h) { return h.expired(); });
     s.handed_over.push_back(release);
@@ -297,23 +312,18 @@ void send_lines(checker_ptr self) {
   }
   auto replies = std::make_shared<std::vector<waiting_reply>>(std::move(s.replies));
   s.replies.clear();
-  policy::audit_lines batch;
-  std::swap(batch, s.lines);
+  policy::audit_lines batch = take_lines(s);
   // The next round is likely as large: room for it now, not a regrowth per doubling (none in
   // the steady state: the spare of an answered round has it).
   s.replies.swap(s.spare_replies);
   s.replies.reserve(replies->size());
-  s.lines.reserve(batch.size(), batch.bytes());
   self->request(s.audit, caf::infinite, append_atom::value, std::move(batch))
       .then(
           [self, replies](audit_ack& ack) {
             {
               answers_together<check_outcome, check_outcomes> answers;  // one message for each asker
-              for (const auto& w : *replies) answers.expect(w.rp);
-              for (auto& w : *replies) {
-                if (ack.error.empty()) answers.add(w.rp, std::move(w.outcome));
-                else answers.add(w.rp, audit_failed(w, ack.error));
-              }
+              auto& rs = *replies;
+              answer_each(answers, rs.size(), [&rs](std::size_t i) -> waiting_reply& { return rs[i]; }, ack.error);
             }
             replies->clear();  // every one answered
             auto& spare = self->state.spare_replies;
