@@ -2,8 +2,8 @@
 // copies of the bench echo extension, opens a real session (checker, audit writer,
 // supervisors, OS sandbox launcher), drives M calls with K in flight through the same call
 // path as `dhara run`, verifies the audit trail, and reports each figure next to a baseline
-// measured in the same run: a raw pipe ping-pong to the same echo program and raw batched
-// write(2) of the same audit bytes.
+// measured in the same run: a raw pipe ping-pong to the same echo program, whose measured calls
+// alternate with dhara's in blocks, and raw batched write(2) of the same audit bytes.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -66,6 +66,19 @@ struct bench_options {
 /// Warm-up calls when --warmup is not given (fewer when --calls is smaller): node's echo gets
 /// faster for about this many calls (docs/performance.md, "Warm-up").
 constexpr std::size_t default_warmup = 20000;
+
+/// The measured calls alternate between dhara and the raw pipes in blocks: the machine's speed
+/// changes within seconds (a round trip on one core took 15 µs in one run and 20 µs in the next,
+/// docs/performance.md), and a baseline measured before dhara's run can meet another phase.
+/// A block holds at least 1 000 calls and 64 rounds of the calls in flight (each block starts
+/// and ends with fewer out), and there are at most 20.
+std::size_t block_count(std::size_t calls, std::size_t inflight) {
+  return std::clamp<std::size_t>(calls / std::max<std::size_t>(1000, 64 * inflight), 1, 20);
+}
+
+/// With more extensions, the raw pipes' processes are measured and stopped before dhara's
+/// start, not kept beside dhara's for the blocks.
+constexpr std::size_t max_interleaved_extensions = 64;
 
 /// The capability every bench call is checked for (one path check per call).
 constexpr const char* bench_capability = "filesystem:read";
@@ -175,9 +188,10 @@ bool make_home(bench_home& h, const bench_options& o, const fs::path& echo_src, 
 
 // ---- load through the real session ---------------------------------------------------------
 
-using start_atom = caf::atom_constant<caf::atom("start")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;  // the warm-up calls
+using block_atom = caf::atom_constant<caf::atom("block")>;  // the next block of measured calls
 
-/// What the dhara run measured (the warm-up calls apart).
+/// What the dhara run measured (the warm-up calls apart), summed over its blocks.
 struct run_result {
   std::size_t ok = 0, failed = 0, checks = 0;
   std::size_t warmup_failed = 0, warmup_checks = 0;
@@ -187,17 +201,20 @@ struct run_result {
   double cpu_seconds = 0;  ///< the process's CPU over the measured calls
 };
 
-/// Shared with the thread that draws the progress bar: a counter and the result's promise.
+/// Shared with the thread that runs the bench: it asks the driver for the warm-up or a block,
+/// waits for `finished`, and reads `r` only then (the driver writes it while a part runs).
 struct run_shared {
-  std::atomic<std::size_t> done{0};
-  std::promise<run_result> result;
+  std::atomic<std::size_t> done{0};  ///< calls answered, for the progress bar
+  run_result r;
+  std::promise<void> finished;  ///< a new one before each part asked for
 };
 
 struct driver_state {
   std::size_t next = 0, inflight = 0;
-  bool warming = false;  ///< the warm-up calls are out: nothing is recorded
+  std::size_t until = 0;  ///< the part under way ends when `next` reaches this and none is out
+  bool warming = false;   ///< the warm-up calls are out: nothing is recorded
+  bool running = false;   ///< a part is under way (`finished` not yet set)
   double cpu0 = 0;
-  run_result r;
   clk::time_point started;
   actors::call_replies replies;  ///< the answers its calls wait for
   static inline const char* name = "bench_driver";
@@ -219,25 +236,18 @@ double cpu_seconds() {
 }
 
 // Keeps `inflight` calls out through run_tool_call (gate → audit → extension), as the batch
-// driver does, and times each call from its start to its outcome. The warm-up calls go first
-// (tool call ids `warmup-N`), the same way; once they are all answered, the measured calls
-// (`bench-N`) start, and only they are timed.
+// driver does, and times each call from its start to its outcome. Asked for the warm-up calls
+// (tool call ids `warmup-N`), it runs them untimed; asked for a block of n measured calls
+// (`bench-N`, numbered on from the last block), it runs and times them, adding the block's
+// time and CPU to the run's. Each part ends when its last call is answered: `finished` is set
+// then, and after the last measured call the driver quits.
 caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker::extension_host* host,
                            std::shared_ptr<const run_params> p, std::shared_ptr<run_shared> shared) {
-  auto start_measuring = [self] {
-    auto& st = self->state;
-    st.warming = false;
-    st.next = 0;
-    st.started = clk::now();
-    st.cpu0 = cpu_seconds();
-  };
   auto fire = std::make_shared<std::function<void()>>();
-  *fire = [self, host, p, shared, start_measuring, weak = std::weak_ptr<std::function<void()>>(fire)] {
+  *fire = [self, host, p, shared, weak = std::weak_ptr<std::function<void()>>(fire)] {
     auto again = weak.lock();
     auto& st = self->state;
-    if (st.warming && st.inflight == 0 && st.next == p->warmup) start_measuring();
-    const std::size_t total = st.warming ? p->warmup : p->calls;
-    while (st.inflight < p->inflight && st.next < total) {
+    while (st.inflight < p->inflight && st.next < st.until) {
       std::size_t i = st.next++;
       ++st.inflight;
       const bool warm = st.warming;
@@ -247,37 +257,54 @@ caf::behavior bench_driver(caf::stateful_actor<driver_state>* self, const broker
       spec.call.input = p->input;
       spec.call.cwd = p->cwd;
       spec.call.session_id = p->session_id;
-      (warm ? st.r.warmup_checks : st.r.checks) += p->checks_per_call;
+      (warm ? shared->r.warmup_checks : shared->r.checks) += p->checks_per_call;
       auto t0 = clk::now();
       broker::run_tool_call(self, *host, std::move(spec), broker::hitl_mode::automatic, actors::hitl_actor{},
                             [self, t0, warm, shared, again](broker::call_outcome o) {
-                              auto& s = self->state;
+                              auto& r = shared->r;
                               if (!warm)
-                                s.r.latencies_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
-                              --s.inflight;
+                                r.latencies_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+                              --self->state.inflight;
                               if (o.result.ok && !(o.result.result.is_object() && o.result.result.value("isError", false))) {
-                                s.r.ok += !warm;
+                                r.ok += !warm;
                               } else {
-                                if (s.r.failed + s.r.warmup_failed == 0)
-                                  s.r.first_error = o.result.ok ? o.result.result.dump() : o.result.message;
-                                ++(warm ? s.r.warmup_failed : s.r.failed);
+                                if (r.failed + r.warmup_failed == 0)
+                                  r.first_error = o.result.ok ? o.result.result.dump() : o.result.message;
+                                ++(warm ? r.warmup_failed : r.failed);
                               }
                               shared->done.fetch_add(1, std::memory_order_relaxed);
                               (*again)();
                             });
     }
-    if (!st.warming && st.inflight == 0 && st.next == p->calls) {
-      st.r.seconds = seconds_between(st.started, clk::now());
-      st.r.cpu_seconds = cpu_seconds() - st.cpu0;
-      shared->result.set_value(std::move(st.r));
-      self->quit();
+    if (st.running && st.inflight == 0 && st.next == st.until) {
+      st.running = false;
+      if (!st.warming) {
+        shared->r.seconds += seconds_between(st.started, clk::now());
+        shared->r.cpu_seconds += cpu_seconds() - st.cpu0;
+      }
+      const bool last = !st.warming && st.next == p->calls;
+      shared->finished.set_value();  // the bench's thread may read `r` from here on
+      if (last) self->quit();
     }
   };
   self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
   return {
-      [self, fire, p, start_measuring](start_atom) {
-        if (p->warmup > 0) self->state.warming = true;
-        else start_measuring();
+      [self, fire, p](start_atom) {
+        auto& st = self->state;
+        st.warming = true;
+        st.next = 0;
+        st.until = p->warmup;
+        st.running = true;
+        (*fire)();
+      },
+      [self, fire, p](block_atom, std::size_t n) {
+        auto& st = self->state;
+        if (st.warming) st.next = 0;  // the measured calls are numbered from 1
+        st.warming = false;
+        st.until = std::min(p->calls, st.next + n);
+        st.running = true;
+        st.started = clk::now();
+        st.cpu0 = cpu_seconds();
         (*fire)();
       },
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
@@ -340,12 +367,6 @@ void stop_raw(std::vector<raw_proc>& procs) {
   }
 }
 
-struct pipe_result {
-  latency lat;
-  double calls_per_s = 0;
-  std::string error;
-};
-
 // Reads what is there from `p`; each complete line ends one request (latency recorded).
 bool drain(raw_proc& p, std::vector<double>* samples, std::size_t& answered) {
   char chunk[65536];
@@ -385,59 +406,79 @@ bool send_line(raw_proc& p, const std::string& s, std::vector<double>* samples, 
 }
 
 // The physical limit: the same echo program, spawned here with plain pipes (no sandbox, no
-// actors), the same request lines, M calls with K in flight over N processes, after the same
-// number of warm-up calls.
-pipe_result pipe_baseline(const bench_home& h, const run_params& p) {
-  pipe_result out;
-  std::vector<raw_proc> procs(h.folders.size());
-  for (std::size_t i = 0; i < procs.size(); ++i)
-    if (!spawn_raw(procs[i], h.command, h.folders[i])) {
-      out.error = "cannot start " + h.command.front() + " in " + h.folders[i].string();
-      stop_raw(procs);
-      return out;
-    }
-  std::vector<pollfd> fds(procs.size());
-  for (std::size_t i = 0; i < procs.size(); ++i) fds[i] = {procs[i].out, POLLIN, 0};
-  // Handshake, then the measured load; a stuck echo fails the baseline instead of hanging.
-  auto pump = [&](std::size_t total, std::size_t inflight, const std::vector<std::string>& lines, std::vector<double>* samples) {
+// actors), sent the same request lines over N processes with K in flight. The processes are
+// started, greeted and warmed up (the same number of warm-up calls as dhara's) once; the
+// measured calls then come in blocks, run between dhara's (run_bench).
+class raw_pipes {
+ public:
+  raw_pipes() = default;
+  raw_pipes(const raw_pipes&) = delete;
+  raw_pipes& operator=(const raw_pipes&) = delete;
+  ~raw_pipes() { stop(); }
+
+  /// Spawns the processes and runs the handshake and the warm-up calls; an error sentence, or "".
+  std::string start(const bench_home& h, const run_params& p) {
+    procs_.resize(h.folders.size());
+    for (std::size_t i = 0; i < procs_.size(); ++i)
+      if (!spawn_raw(procs_[i], h.command, h.folders[i])) return "cannot start " + h.command.front() + " in " + h.folders[i].string();
+    for (const raw_proc& rp : procs_) fds_.push_back({rp.out, POLLIN, 0});
+    for (std::size_t i = 0; i < 1024; ++i)
+      lines_.push_back(request_line(i + 1, "bench-" + std::to_string(i + 1), p.input, p.cwd, p.session_id));
+    samples.reserve(p.calls);
+    const std::vector<std::string> init = {
+        R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"tools":true},"config":{}}})" "\n"};
+    // The warm-up calls, as dhara's run has them: the echo's runtime is warm when timing starts.
+    if (!pump(procs_.size(), procs_.size(), init, nullptr) || (p.warmup > 0 && !pump(p.warmup, p.inflight, lines_, nullptr)))
+      return lost;
+    return "";
+  }
+
+  /// Runs `n` measured calls with `inflight` out at once, adding their latencies and time; an
+  /// error sentence, or "".
+  std::string run(std::size_t n, std::size_t inflight) {
+    const auto t0 = clk::now();
+    const bool ok = pump(n, inflight, lines_, &samples);
+    seconds += seconds_between(t0, clk::now());
+    return ok ? "" : lost;
+  }
+
+  /// Ends the processes (their stdin closed: they exit) and waits for them.
+  void stop() {
+    stop_raw(procs_);
+    procs_.clear();
+    fds_.clear();
+  }
+
+  std::vector<double> samples;  ///< the measured calls' latencies, in microseconds
+  double seconds = 0;           ///< the measured calls' time, summed over the blocks
+
+ private:
+  static constexpr const char* lost = "the raw pipe baseline lost its echo process";
+
+  // Sends `total` lines with up to `inflight` unanswered; a stuck echo (10 s without an answer)
+  // fails the baseline instead of hanging it.
+  bool pump(std::size_t total, std::size_t inflight, const std::vector<std::string>& lines, std::vector<double>* out) {
     std::size_t issued = 0, answered = 0;
     while (answered < total) {
       while (issued - answered < inflight && issued < total) {
-        raw_proc& rp = procs[issued % procs.size()];
+        raw_proc& rp = procs_[issued % procs_.size()];
         rp.sent.push_back(clk::now());
-        if (!send_line(rp, lines[issued % lines.size()], samples, answered)) return false;
+        if (!send_line(rp, lines[issued % lines.size()], out, answered)) return false;
         ++issued;
       }
-      int n = ::poll(fds.data(), fds.size(), 10000);
+      int n = ::poll(fds_.data(), fds_.size(), 10000);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
-      for (std::size_t i = 0; i < fds.size(); ++i)
-        if (fds[i].revents && !drain(procs[i], samples, answered)) return false;
+      for (std::size_t i = 0; i < fds_.size(); ++i)
+        if (fds_[i].revents && !drain(procs_[i], out, answered)) return false;
     }
     return true;
-  };
-  std::vector<std::string> init;
-  init.push_back(R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"tools":true},"config":{}}})" "\n");
-  std::vector<std::string> lines;
-  for (std::size_t i = 0; i < 1024; ++i)
-    lines.push_back(request_line(i + 1, "bench-" + std::to_string(i + 1), p.input, p.cwd, p.session_id));
-  std::vector<double> samples;
-  samples.reserve(p.calls);
-  bool ok = pump(procs.size(), procs.size(), init, nullptr);
-  // The warm-up calls, as dhara's run has them: the echo's runtime is warm when timing starts.
-  ok = ok && (p.warmup == 0 || pump(p.warmup, p.inflight, lines, nullptr));
-  auto t0 = clk::now();
-  ok = ok && pump(p.calls, p.inflight, lines, &samples);
-  double secs = seconds_between(t0, clk::now());
-  stop_raw(procs);
-  if (!ok) {
-    out.error = "the raw pipe baseline lost its echo process";
-    return out;
   }
-  out.lat = percentiles(std::move(samples));
-  out.calls_per_s = static_cast<double>(p.calls) / secs;
-  return out;
-}
+
+  std::vector<raw_proc> procs_;
+  std::vector<pollfd> fds_;
+  std::vector<std::string> lines_;
+};
 
 // The disk's limit: the audit bytes of this run, packed into 64 KiB write(2)s to a file beside
 // the audit, with fdatasync every 10 ms in fsync durability; repeated for at least 0.2 s.
@@ -601,11 +642,20 @@ int run_bench(const global_options& g, const bench_options& o) {
   p->session_id = "bench-" + std::to_string(::getpid());
   p->input = {{"text", "hello from dhara bench"}, {"path", h.target.string()}};
 
-  // Baseline 1 first, so the raw echo processes are gone before dhara's start.
-  pipe_result pipe = pipe_baseline(h, *p);
-  if (!pipe.error.empty()) {
-    std::fprintf(stderr, "dhara bench: %s\n", pipe.error.c_str());
+  // The raw pipes' processes start first, and are greeted and warmed up before dhara's session
+  // opens. With many extensions they are measured then and stopped (two sets of processes
+  // would share the machine's memory); otherwise they wait, idle, for their blocks.
+  const bool interleaved = h.folders.size() <= max_interleaved_extensions;
+  const std::size_t blocks = interleaved ? block_count(p->calls, p->inflight) : 1;
+  raw_pipes pipes;
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "dhara bench: %s\n", why.c_str());
     return 1;
+  };
+  if (std::string why = pipes.start(h, *p); !why.empty()) return fail(why);
+  if (!interleaved) {
+    if (std::string why = pipes.run(p->calls, p->inflight); !why.empty()) return fail(why);
+    pipes.stop();
   }
 
   run_result r;
@@ -652,15 +702,34 @@ int run_bench(const global_options& g, const bench_options& o) {
     p->checks_per_call = policy::tool_call_checks(p->tools.front().required, p->input).size();
 
     auto shared = std::make_shared<run_shared>();
-    auto fut = shared->result.get_future();
     bool progress = ::isatty(2) == 1;
     auto t0 = clk::now();
     auto driver = s->sys->spawn(bench_driver, s->host.get(), std::shared_ptr<const run_params>(p), shared);
-    caf::anon_send(driver, start_atom::value);
-    while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
-      if (progress) draw_progress(shared->done.load(std::memory_order_relaxed), p->warmup + p->calls, t0);
+    // Asks the driver for one part (the warm-up, or a block) and waits for its last answer.
+    auto dhara_part = [&](auto... what) {
+      shared->finished = std::promise<void>();
+      auto fut = shared->finished.get_future();
+      caf::anon_send(driver, what...);
+      while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
+        if (progress) draw_progress(shared->done.load(std::memory_order_relaxed), p->warmup + p->calls, t0);
+    };
+    if (p->warmup > 0) dhara_part(start_atom::value);
+    // Block b holds the calls from calls*b/blocks on; the side that goes first alternates in
+    // pairs (raw, dhara, dhara, raw, ...), so neither always follows the other.
+    std::string raw_error;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t n = p->calls * (b + 1) / blocks - p->calls * b / blocks;
+      auto raw_part = [&] {
+        if (interleaved && raw_error.empty()) raw_error = pipes.run(n, p->inflight);
+      };
+      if (b % 2 == 0) raw_part();
+      dhara_part(block_atom::value, n);
+      if (b % 2 == 1) raw_part();
+    }
     if (progress) std::fputs("\r\033[K", stderr);
-    r = fut.get();
+    pipes.stop();
+    if (!raw_error.empty()) return fail(raw_error);
+    r = std::move(shared->r);
     cpu = r.cpu_seconds;
     rss = peak_rss_bytes();
   }  // the session ends here: extensions stopped, the audit writer flushed and gone
@@ -670,6 +739,8 @@ int run_bench(const global_options& g, const bench_options& o) {
                                            o.durability == "fsync");
 
   latency lat = percentiles(r.latencies_us);
+  const latency pipe_lat = percentiles(std::move(pipes.samples));
+  const double pipe_calls_per_s = pipes.seconds > 0 ? static_cast<double>(p->calls) / pipes.seconds : 0;
   double calls_per_s = static_cast<double>(p->calls) / r.seconds;
   double checks_per_s = static_cast<double>(r.checks) / r.seconds;
   double lines_per_s = static_cast<double>(audit.entries) / r.seconds;
@@ -687,6 +758,7 @@ int run_bench(const global_options& g, const bench_options& o) {
         {"calls_ok", r.ok},
         {"calls_failed", r.failed},
         {"warmup_calls", p->warmup},
+        {"blocks", blocks},
         {"warmup_calls_failed", r.warmup_failed},
         {"seconds", r.seconds},
         {"start_seconds", start_seconds},
@@ -704,13 +776,13 @@ int run_bench(const global_options& g, const bench_options& o) {
         {"cpu_seconds", cpu},
         {"cpu_percent", 100.0 * ratio(cpu, r.seconds)},
         {"baseline",
-         {{"pipe_round_trip_us_p50", pipe.lat.p50},
-          {"pipe_round_trip_us_p99", pipe.lat.p99},
-          {"pipe_calls_per_s", pipe.calls_per_s},
+         {{"pipe_round_trip_us_p50", pipe_lat.p50},
+          {"pipe_round_trip_us_p99", pipe_lat.p99},
+          {"pipe_calls_per_s", pipe_calls_per_s},
           {"raw_write_lines_per_s", raw_lines}}},
         {"ratios",
-         {{"round_trip_p50_vs_pipe", ratio(lat.p50, pipe.lat.p50)},
-          {"calls_per_s_vs_pipe", ratio(calls_per_s, pipe.calls_per_s)},
+         {{"round_trip_p50_vs_pipe", ratio(lat.p50, pipe_lat.p50)},
+          {"calls_per_s_vs_pipe", ratio(calls_per_s, pipe_calls_per_s)},
           {"audit_lines_vs_raw_write", ratio(lines_per_s, raw_lines)}}},
     };
     if (!audit.verified) out["audit_error"] = audit.why;
@@ -722,6 +794,14 @@ int run_bench(const global_options& g, const bench_options& o) {
     std::printf("  (extensions started in %.2f s; every call goes gate -> audit -> extension)\n", start_seconds);
     if (p->warmup > 0)
       std::printf("  (%zu warm-up call%s first on each side, not measured)\n", p->warmup, p->warmup == 1 ? "" : "s");
+    if (blocks > 1)
+      std::printf("  (the measured calls alternate between dhara and the raw pipes in %zu blocks, so that both\n"
+                  "   meet the machine alike: its speed changes within seconds)\n",
+                  blocks);
+    else if (!interleaved)
+      std::printf("  (the raw pipes ran before dhara's session opened: more than %zu extensions are not kept\n"
+                  "   running twice)\n",
+                  max_interleaved_extensions);
     // A cross-core wake-up costs far more than a pipe round trip on one core, and each side's
     // placement is the kernel's choice (docs/performance.md, "three regimes").
     if (p->inflight == 1)
@@ -730,10 +810,10 @@ int run_bench(const global_options& g, const bench_options& o) {
     std::printf("\n");
     std::printf("  %-22s %14s %16s %10s\n", "", "dhara", "baseline", "ratio");
     std::printf("  %-22s %14s %16s %9.2fx  (raw pipes to the same echo, same load)\n", "calls/s",
-                human_rate(calls_per_s).c_str(), human_rate(pipe.calls_per_s).c_str(), ratio(calls_per_s, pipe.calls_per_s));
-    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p50", lat.p50, pipe.lat.p50, ratio(lat.p50, pipe.lat.p50));
-    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p95", lat.p95, pipe.lat.p95, ratio(lat.p95, pipe.lat.p95));
-    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p99", lat.p99, pipe.lat.p99, ratio(lat.p99, pipe.lat.p99));
+                human_rate(calls_per_s).c_str(), human_rate(pipe_calls_per_s).c_str(), ratio(calls_per_s, pipe_calls_per_s));
+    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p50", lat.p50, pipe_lat.p50, ratio(lat.p50, pipe_lat.p50));
+    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p95", lat.p95, pipe_lat.p95, ratio(lat.p95, pipe_lat.p95));
+    std::printf("  %-22s %11.1f us %13.1f us %9.2fx\n", "latency p99", lat.p99, pipe_lat.p99, ratio(lat.p99, pipe_lat.p99));
     std::printf("  %-22s %14s\n", "checks/s", human_rate(checks_per_s).c_str());
     std::printf("  %-22s %14s %16s %9.3fx  (raw batched write(2)%s of the same bytes)\n", "audit lines/s",
                 human_rate(lines_per_s).c_str(), human_rate(raw_lines).c_str(), ratio(lines_per_s, raw_lines),
