@@ -71,7 +71,7 @@ constexpr std::size_t default_warmup = 20000;
 /// changes within seconds (a round trip on one core took 15 µs in one run and 20 µs in the next,
 /// docs/performance.md), and a baseline measured before dhara's run can meet another phase.
 /// A block holds at least 1 000 calls and 64 rounds of the calls in flight (each block starts
-/// and ends with fewer out), and there are at most 20.
+/// and ends with fewer out), and there are at most 20; a run too short for two has one.
 std::size_t block_count(std::size_t calls, std::size_t inflight) {
   return std::clamp<std::size_t>(calls / std::max<std::size_t>(1000, 64 * inflight), 1, 20);
 }
