@@ -5,6 +5,8 @@
 //  - start time of 50 node and 100 native extensions (all in parallel), next to the same
 //    processes started bare, without dhara or a sandbox;
 //  - dhara's peak RSS with 100 extensions (the dhara binary, measured by the kernel).
+// The round trips and the calls in flight are measured in blocks that alternate between the
+// raw pipe and dhara, each side warmed up first; each fleet is started twice in turns.
 // Usage: dhara_bench_runtime [round_trips]
 // A plain main, not Google Benchmark: it reports latency distributions (p50/p99 of each
 // round trip) and one-shot fleet start times, which an iterations-per-second harness hides.
@@ -64,7 +66,8 @@ struct raw_client {
   std::string buf;
   char chunk[65536];
   std::size_t want = 0, got = 0;  // replies to wait for, replies seen
-  std::vector<double> samples;
+  std::int64_t id = 0;            // the last request's
+  std::vector<double> samples;    // the round trips' times, in µs
   clk::time_point sent;
 
   explicit raw_client(const std::string& exe, const std::string& dir) {
@@ -130,29 +133,26 @@ struct raw_client {
     uv_run(&loop, UV_RUN_DEFAULT);
   }
 
-  // Sequential round trips.
-  percentiles round_trips(std::size_t n) {
-    samples.clear();
+  // `n` sequential round trips, each one's time added to `samples`.
+  void round_trips(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
       sent = clk::now();
-      send(request_line(static_cast<std::int64_t>(i + 1)));
+      send(request_line(++id));
       wait(1);
     }
-    return of(samples);
   }
 
-  // `total` calls with `inflight` outstanding at a time: calls per second.
+  // `total` calls with `inflight` outstanding at a time: the seconds they took.
   double throughput(std::size_t total, std::size_t inflight) {
     auto start = clk::now();
     std::size_t done = 0;
-    std::int64_t id = 1000000;
     while (done < total) {
       std::size_t batch = std::min(inflight, total - done);
       for (std::size_t i = 0; i < batch; ++i) send(request_line(++id));
       wait(batch);
       done += batch;
     }
-    return static_cast<double>(total) / std::chrono::duration<double>(clk::now() - start).count();
+    return std::chrono::duration<double>(clk::now() - start).count();
   }
 
   ~raw_client() {
@@ -166,6 +166,8 @@ struct raw_client {
 
 // ---- through dhara: an event-based driver actor, as a session would be --------------------
 using go_atom = caf::atom_constant<caf::atom("go")>;
+
+constexpr std::size_t blocks = 10;  // of each side's measured calls, in turns (main)
 
 struct driver_state {
   std::vector<double> samples;
@@ -392,18 +394,16 @@ int main(int argc, char** argv) {
   auto folder = home.add_extension("echo-native");
   std::string exe = (folder / "echo-native").string();
 
-  percentiles raw_rt;
-  double raw_tput = 0;
+  // Both sides are started and warmed up first; then their measured calls alternate in blocks
+  // (raw, dhara, dhara, raw, raw, ...), as `dhara bench` runs them: this machine's speed changes
+  // within seconds, and a baseline measured apart from dhara's would meet another machine.
+  std::vector<double> raw_samples, dh_samples;
+  double raw_secs = 0, dh_secs = 0;  // the calls with 16 in flight, summed over the blocks
   {
     raw_client raw(exe, folder.string());
     raw.round_trips(n / 10);  // warm-up
-    raw_rt = raw.round_trips(n);
-    raw_tput = raw.throughput(n * 5, 16);
-  }
-
-  percentiles dh_rt;
-  double dh_tput = 0;
-  {
+    raw.throughput(n / 2, 16);
+    raw.samples.clear();
     auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
                                        home.project().string()},
                                       false);
@@ -412,27 +412,58 @@ int main(int argc, char** argv) {
     host.start();
     auto sup = host.supervisor("echo-native");
     caf::scoped_actor self{sys};
-    auto run = [&](std::size_t total, std::size_t inflight, std::vector<double>& samples, double& secs) {
+    // `total` calls through dhara with `inflight` out at a time: their samples (one in flight)
+    // added to dh_samples, and the seconds they took.
+    auto run = [&](std::size_t total, std::size_t inflight) {
+      double secs = 0;
       auto d = sys.spawn(driver, sup, total, inflight);
       self->request(d, caf::infinite, go_atom::value)
-          .receive([&](std::vector<double>& s, double t) { samples = std::move(s); secs = t; },
-                   [&](caf::error& e) { std::fprintf(stderr, "bench: %s\n", sys.render(e).c_str()); });
+          .receive(
+              [&](std::vector<double>& s, double t) {
+                dh_samples.insert(dh_samples.end(), s.begin(), s.end());
+                secs = t;
+              },
+              [&](caf::error& e) { std::fprintf(stderr, "bench: %s\n", sys.render(e).c_str()); });
       caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+      return secs;
     };
-    std::vector<double> samples;
-    double secs = 0;
-    run(n / 10, 1, samples, secs);  // warm-up
-    run(n, 1, samples, secs);
-    dh_rt = of(samples);
-    run(n * 5, 16, samples, secs);
-    dh_tput = static_cast<double>(n * 5) / secs;
+    run(n / 10, 1);  // warm-up
+    run(n / 2, 16);
+    dh_samples.clear();
+    // Block b holds the calls from total*b/blocks on; the side that goes first alternates in
+    // pairs, so that neither always follows the other.
+    auto in_blocks = [](std::size_t total, auto&& raw_part, auto&& dhara_part) {
+      for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t k = total * (b + 1) / blocks - total * b / blocks;
+        if (b % 2 == 0) raw_part(k);
+        dhara_part(k);
+        if (b % 2 == 1) raw_part(k);
+      }
+    };
+    in_blocks(n, [&](std::size_t k) { raw.round_trips(k); }, [&](std::size_t k) { run(k, 1); });
+    in_blocks(n * 5, [&](std::size_t k) { raw_secs += raw.throughput(k, 16); },
+              [&](std::size_t k) { dh_secs += run(k, 16); });
+    raw_samples = std::move(raw.samples);
     host.shutdown();
   }
+  const percentiles raw_rt = of(raw_samples), dh_rt = of(dh_samples);
+  const double raw_tput = static_cast<double>(n * 5) / raw_secs, dh_tput = static_cast<double>(n * 5) / dh_secs;
 
-  double node50 = start_extensions(sys, "echo-node", 50);
-  double native100 = start_extensions(sys, "echo-native", 100);
-  const fleet_start raw_node50 = raw_fleet_start(home.add_extension("echo-node").string(), {"node", "index.js"}, 50);
-  const fleet_start raw_native100 = raw_fleet_start(folder.string(), {exe}, 100);
+  // Each fleet twice, in the order dhara, bare, bare, dhara; each side's time is its mean.
+  auto fleets = [&](const std::string& kind, int count, const std::string& bare_folder,
+                    const std::vector<std::string>& bare_argv) {
+    double dhara_secs = start_extensions(sys, kind, count);
+    fleet_start bare = raw_fleet_start(bare_folder, bare_argv, count);
+    if (bare.failure.empty()) {
+      const fleet_start again = raw_fleet_start(bare_folder, bare_argv, count);
+      if (again.failure.empty()) bare.secs = (bare.secs + again.secs) / 2;
+      else bare = again;
+    }
+    dhara_secs = (dhara_secs + start_extensions(sys, kind, count)) / 2;
+    return std::pair{dhara_secs, bare};
+  };
+  const auto [node50, raw_node50] = fleets("echo-node", 50, home.add_extension("echo-node").string(), {"node", "index.js"});
+  const auto [native100, raw_native100] = fleets("echo-native", 100, folder.string(), {exe});
   double rss_100 = dhara_max_rss_mib(100);
 
   std::printf("== runtime (ratios against baselines measured in this run) ==\n");
@@ -440,9 +471,13 @@ int main(int argc, char** argv) {
   std::printf("                          dhara     p50 %6.1f us  p99 %6.1f us   p50 ratio %.2fx (target <= 2x)\n",
               dh_rt.p50, dh_rt.p99, dh_rt.p50 / raw_rt.p50);
   std::printf("16 in flight, calls/s     raw %.0f   dhara %.0f   (%.0f%% of raw)\n", raw_tput, dh_tput, 100 * dh_tput / raw_tput);
+  std::printf("  (the measured calls alternate between the raw pipe and dhara in %zu blocks of each kind,\n"
+              "  after a warm-up of each, so that both meet the machine alike: its speed changes within seconds)\n",
+              blocks);
   std::printf("start 50 node extensions  %s\n", against_bare(node50, raw_node50).c_str());
   std::printf("  (target <= 1.5 s; TS Dhara 3.9 s sequential; bare: the same processes with dhara's environment and\n"
-              "  scheduling policy, without dhara or a sandbox)\n");
+              "  scheduling policy, without dhara or a sandbox; each fleet started twice, dhara, bare, bare, dhara:\n"
+              "  the means)\n");
   std::printf("start 100 native          %s\n", against_bare(native100, raw_native100).c_str());
   std::printf("dhara max RSS, 100 ext.   %.1f MiB (`dhara extensions list`; target <= 30 MiB)\n", rss_100);
   return 0;

@@ -54,5 +54,26 @@ def test_bench_binaries_answer_bad_arguments_with_a_sentence():
     assert p.returncode == 1 and "cannot create the folder" in p.stderr, p
 
 
+def test_bench_runtime_measures_both_sides_in_blocks():
+    """A short run of the whole-runtime bench: it ends with every row filled, its round trips
+    and calls in flight measured in blocks that alternate with the raw pipe's, and each fleet
+    measured against its bare start (no speed asserted)."""
+    runtime = bench_binary("dhara_bench_runtime")
+    p = subprocess.run([runtime, "100"], capture_output=True, text=True, timeout=240, cwd=USER_HOME)
+    assert p.returncode == 0, p
+    out = p.stdout
+    assert "alternate between the raw pipe and dhara in 10 blocks of each kind" in out, out
+    rows = {line.split("  ")[0]: line for line in out.splitlines()}
+    assert float(rows["round trip, native echo"].split("p50")[1].split()[0]) > 0, out
+    dhara_row = next(line for line in out.splitlines() if "p50 ratio" in line)
+    assert float(dhara_row.split("p50 ratio")[1].split("x")[0]) > 0, out
+    raw, dhara = rows["16 in flight, calls/s"].split("raw")[1].split("dhara")
+    assert float(raw) > 0 and float(dhara.split("(")[0]) > 0, out
+    for fleet in ("start 50 node extensions", "start 100 native"):
+        assert "started bare" in rows[fleet] and "not measured" not in rows[fleet], out
+    assert "dhara, bare, bare, dhara" in out, out
+    assert float(rows["dhara max RSS, 100 ext."].split("ext.")[1].split("MiB")[0]) > 1, out
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))
