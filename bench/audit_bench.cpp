@@ -239,9 +239,6 @@ BENCHMARK(BM_Baseline_RawWrite)
 
 // Keeps the median items/s of each benchmark and prints the ratios against raw write.
 class report : public dhara::bench::ratio_reporter {
- public:
-  report() : ratio_reporter(true) {}  // medians of the 3 repetitions
-
  protected:
   void summary() override {
     const double raw = rate_prefix("BM_Baseline_RawWrite/fdatasync_10ms:0"),

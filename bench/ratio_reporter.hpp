@@ -1,11 +1,17 @@
 // The console reporter every Google Benchmark suite here uses: the usual table, then the
 // suite's summary of ratios against the baselines measured in the same run (DESIGN §7).
-// It keeps items/s and CPU time per iteration of each run, by name, for the summary.
+// It keeps items/s and CPU time per iteration of each run, by name, for the summary: of a run
+// repeated (a suite's own Repetitions, or --benchmark_repetitions), the median of its
+// repetitions. With --benchmark_enable_random_interleaving=true the repetitions of dhara's
+// cases and of their baselines come in a shuffled order, so that both meet the machine's
+// phases alike.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
@@ -13,17 +19,18 @@ namespace dhara::bench {
 
 class ratio_reporter : public benchmark::ConsoleReporter {
  public:
-  /// `medians`: keep the median aggregate of repeated runs (by run name) instead of each run.
-  explicit ratio_reporter(bool medians = false) : medians_(medians) {}
+  /// In colour on a terminal only, as Google Benchmark's own reporter by default (the
+  /// --benchmark_color flag reaches only that one): escape codes would clutter a saved table.
+  ratio_reporter() : ConsoleReporter(::isatty(STDOUT_FILENO) == 1 ? OO_ColorTabular : OO_Tabular) {}
 
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
-      bool wanted = medians_ ? r.run_type == Run::RT_Aggregate && r.aggregate_name == "median"
-                             : r.run_type == Run::RT_Iteration;
+      const bool wanted = r.repetitions > 1 ? r.run_type == Run::RT_Aggregate && r.aggregate_name == "median"
+                                            : r.run_type == Run::RT_Iteration;
       if (!wanted) continue;
-      const std::string name = medians_ ? r.run_name.str() : r.benchmark_name();
+      const std::string name = r.run_name.str();  // without the aggregate's "_median"
       if (auto it = r.counters.find("items_per_second"); it != r.counters.end()) rate_[name] = it->second.value;
       cpu_ns_[name] = r.GetAdjustedCPUTime();  // per iteration, in ns (the default unit)
     }
@@ -61,7 +68,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  bool medians_;
   std::map<std::string, double> rate_;
   std::map<std::string, double> cpu_ns_;
 };

@@ -75,5 +75,34 @@ def test_bench_runtime_measures_both_sides_in_blocks():
     assert float(rows["dhara max RSS, 100 ext."].split("ext.")[1].split("MiB")[0]) > 1, out
 
 
+def items_per_second(row):
+    """The items/s at the end of a Google Benchmark console row ("1.11509M/s", "835.417k/s")."""
+    figure = row.split()[-1]
+    assert figure.endswith("/s"), row
+    scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(figure[-3], 1)
+    return float(figure[:-3] if figure[-3] in "kMG" else figure[:-2]) * scale
+
+
+def test_suites_summarize_repeated_runs_by_their_median():
+    """Repeated with their repetitions shuffled (as docs/performance.md suggests against the
+    machine's phases), a suite's summary of ratios uses each case's median, not the
+    repetition that happened to come last."""
+    checker = bench_binary("dhara_bench_checker")
+    p = subprocess.run([checker, "--benchmark_filter=AuditedChecks/3/|RawWrite/0/", "--benchmark_repetitions=5",
+                        "--benchmark_enable_random_interleaving=true"],
+                       capture_output=True, text=True, timeout=LIMIT, cwd=USER_HOME)
+    assert p.returncode == 0, p
+    assert "\033[" not in p.stdout, "no colour codes when the output is not a terminal"
+    rows = p.stdout.splitlines()
+    for case, summary in (("BM_Checker_AuditedChecks/3/", "write, URL checks"),
+                          ("BM_Baseline_RawWrite/0/", "raw batched write")):
+        runs = [items_per_second(r) for r in rows if r.startswith(case) and r.split()[0].endswith("real_time")]
+        medians = [items_per_second(r) for r in rows if r.startswith(case) and r.split()[0].endswith("_median")]
+        assert len(runs) == 5 and len(medians) == 1, p.stdout
+        assert medians[0] == sorted(runs)[2], (runs, medians)
+        line = next(r for r in rows if r.startswith(summary))
+        assert abs(float(line[len(summary):].split()[0]) - medians[0] / 1e6) < 0.006, (line, medians, runs)
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))
