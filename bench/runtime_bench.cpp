@@ -67,6 +67,7 @@ struct raw_client {
   char chunk[65536];
   std::size_t want = 0, got = 0;  // replies to wait for, replies seen
   std::int64_t id = 0;            // the last request's
+  bool timing = false;            // in round_trips: each reply's round trip is a sample
   std::vector<double> samples;    // the round trips' times, in µs
   clk::time_point sent;
 
@@ -112,7 +113,7 @@ struct raw_client {
                     while ((pos = c->buf.find('\n')) != std::string::npos) {
                       c->buf.erase(0, pos + 1);
                       ++c->got;
-                      if (c->want == 1) c->samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - c->sent).count());
+                      if (c->timing) c->samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - c->sent).count());
                     }
                     if (c->got >= c->want) uv_stop(&c->loop);
                   });
@@ -135,11 +136,13 @@ struct raw_client {
 
   // `n` sequential round trips, each one's time added to `samples`.
   void round_trips(std::size_t n) {
+    timing = true;
     for (std::size_t i = 0; i < n; ++i) {
       sent = clk::now();
       send(request_line(++id));
       wait(1);
     }
+    timing = false;
   }
 
   // `total` calls with `inflight` outstanding at a time: the seconds they took.
