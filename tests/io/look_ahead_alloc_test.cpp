@@ -1,13 +1,12 @@
 // A round of first looks (real_path_resolver::look_ahead) that runs out of memory part way:
 // every allocation of the round is made to fail in turn, and after each failure the round must
 // be over, with nothing of it left to answer a later resolution, and no descriptor left open.
-// Its own binary, because it replaces the global operator new and delete (a countdown this
-// thread arms; off, they are malloc and free).
+// Its own binary, because it replaces the global operator new and delete
+// (support/failing_allocations.hpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -15,38 +14,7 @@
 #include <vector>
 
 #include "io/path_resolver.hpp"
-
-namespace {
-
-// Allocations on this thread until one fails with bad_alloc; -1: none fails.
-thread_local long allocations_until_failure = -1;
-
-void* allocate(std::size_t n) {
-  if (allocations_until_failure >= 0 && allocations_until_failure-- == 0) throw std::bad_alloc();
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-
-}  // namespace
-
-// Every form a new-expression or a standard container uses, and the deletes that free them,
-// so that a sanitizer's allocator sees malloc matched with free.
-void* operator new(std::size_t n) { return allocate(n); }
-void* operator new[](std::size_t n) { return allocate(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#include "support/failing_allocations.hpp"
 
 namespace fs = std::filesystem;
 using dhara::io::real_path_resolver;
@@ -125,13 +93,13 @@ TEST_CASE("a round of looks that runs out of memory ends with nothing of it left
     const std::vector<std::string> paths = p.round();
     const std::size_t descriptors = open_descriptors();
     bool failed = false;
-    allocations_until_failure = k;
+    dhara::testing::fail_allocation_after(k);
     try {
       real_path_resolver::look_ahead(paths);
     } catch (const std::bad_alloc&) {
       failed = true;
     }
-    allocations_until_failure = -1;
+    dhara::testing::fail_allocation_after(-1);
     CHECK(open_descriptors() == descriptors);
     if (!failed) {
       real_path_resolver::end_look_ahead();
