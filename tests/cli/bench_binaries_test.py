@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The micro bench binaries users run by hand (bench/): their arguments. --help is usage on
-stdout and exit 0; a bad argument is one sentence and the usage, exit 2, with nothing created.
+"""The micro bench binaries users run by hand (bench/): their arguments (--help is usage on
+stdout and exit 0; a bad argument is one sentence and the usage, exit 2, with nothing created),
+and short runs that read their tables (no speed asserted).
 Apart from bench_test.py because that one runs under ThreadSanitizer too, whose build makes
 only the binaries its tests need.
 
