@@ -8,16 +8,25 @@ namespace {
 
 // Allocations on this thread until one fails; -1: none fails.
 thread_local long allocations_until_failure = -1;
+thread_local bool armed_failed = false;  // the armed allocation has failed
 
 void* allocate(std::size_t n) {
-  if (allocations_until_failure >= 0 && allocations_until_failure-- == 0) throw std::bad_alloc();
+  if (allocations_until_failure >= 0 && allocations_until_failure-- == 0) {
+    armed_failed = true;
+    throw std::bad_alloc();
+  }
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
 
 }  // namespace
 
-void dhara::testing::fail_allocation_after(long n) { allocations_until_failure = n; }
+void dhara::testing::fail_allocation_after(long n) {
+  allocations_until_failure = n;
+  armed_failed = false;
+}
+
+bool dhara::testing::armed_allocation_failed() { return armed_failed; }
 
 // Every form a new-expression or a standard container uses, and the deletes that free them,
 // so that a sanitizer's allocator sees malloc matched with free. (The aligned forms are left

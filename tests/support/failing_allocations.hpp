@@ -11,4 +11,7 @@ namespace dhara::testing {
 /// one), then none after it; -1: none fails. Other threads' allocations never fail.
 void fail_allocation_after(long n);
 
+/// Whether the allocation this thread armed last (fail_allocation_after) has failed.
+bool armed_allocation_failed();
+
 }  // namespace dhara::testing
