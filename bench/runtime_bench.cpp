@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -175,10 +176,14 @@ constexpr std::size_t blocks = 10;  // of each side's measured calls, in turns (
 struct driver_state {
   std::vector<double> samples;
   std::size_t remaining = 0, inflight_now = 0;
+  std::uint64_t failed = 0;    // calls answered with an error, or not answered
+  std::string first_failure;   // why the first of them failed
   clk::time_point started;
 };
 
 // Sequential round trips (inflight 1) record latency; otherwise keeps `inflight` calls out.
+// Answers the samples, the seconds, and how many calls failed with the first one's reason: a
+// failed call is answered at once, and would make dhara look fast.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::supervisor_actor sup, std::size_t total,
                      std::size_t inflight) {
   return {[=](go_atom) {
@@ -197,18 +202,22 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, actors::supervisor
         c.tool = "echo";
         c.input = {{"text", "hello"}};
         auto t0 = clk::now();
+        // `why`: empty when the call was answered with a result.
+        auto settle = [=](std::string why) mutable {
+          auto& s = self->state;
+          --s.inflight_now;
+          if (inflight == 1) s.samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+          if (!why.empty() && s.failed++ == 0) s.first_failure = std::move(why);
+          if (s.remaining == 0 && s.inflight_now == 0) {
+            double secs = std::chrono::duration<double>(clk::now() - s.started).count();
+            rp.deliver(s.samples, secs, s.failed, s.first_failure);
+            return;
+          }
+          (*again)();
+        };
         self->request(sup, caf::infinite, actors::execute_atom::value, std::move(c))
-            .then([=](actors::call_result&) mutable {
-              auto& s = self->state;
-              --s.inflight_now;
-              if (inflight == 1) s.samples.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
-              if (s.remaining == 0 && s.inflight_now == 0) {
-                double secs = std::chrono::duration<double>(clk::now() - s.started).count();
-                rp.deliver(s.samples, secs);
-                return;
-              }
-              (*again)();
-            });
+            .then([=](actors::call_result& r) mutable { settle(r.ok ? std::string() : r.message); },
+                  [=](caf::error& e) mutable { settle(self->system().render(e)); });
       }
     };
     (*fire)();
@@ -246,28 +255,35 @@ double dhara_max_rss_mib(int n) {
   return kib / 1024.0;
 }
 
-double start_extensions(caf::actor_system& sys, const std::string& kind, int n) {
-  testing::temp_home home;
-  for (int i = 0; i < n; ++i) home.add_extension(kind, kind + "-" + std::to_string(i));
-  auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
-                                     home.project().string()},
-                                    false);
-  if (!loaded) std::abort();
-  broker::extension_host host(sys, *loaded);
-  auto t0 = clk::now();
-  host.start();
-  double secs = std::chrono::duration<double>(clk::now() - t0).count();
-  for (const auto& info : host.extensions())
-    if (info.state != actors::extension_state::ready) std::fprintf(stderr, "bench: %s: %s\n", info.name.c_str(), info.reason.c_str());
-  host.shutdown();
-  return secs;
-}
-
 // How long a fleet took to start, or why it was not measured.
 struct fleet_start {
   double secs = 0;
   std::string failure;  // empty: measured
 };
+
+// `n` extensions of `kind` started by dhara's extension host; not measured when one of them
+// did not come up (how many, and the first one's reason).
+fleet_start start_extensions(caf::actor_system& sys, const std::string& kind, int n) {
+  testing::temp_home home;
+  for (int i = 0; i < n; ++i) home.add_extension(kind, kind + "-" + std::to_string(i));
+  auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
+                                     home.project().string()},
+                                    false);
+  if (!loaded) return {0, "the bench's own configuration did not load"};
+  broker::extension_host host(sys, *loaded);
+  auto t0 = clk::now();
+  host.start();
+  fleet_start out{std::chrono::duration<double>(clk::now() - t0).count(), {}};
+  int down = 0;
+  std::string first;
+  for (const auto& info : host.extensions()) {
+    if (info.state == actors::extension_state::ready) continue;
+    if (down++ == 0) first = info.name + ": " + info.reason;
+  }
+  if (down > 0) out.failure = std::to_string(down) + " of them did not start; " + first;
+  host.shutdown();
+  return out;
+}
 
 // The same fleet without dhara: `argv` started n times at once in `folder`, each sent the
 // initialize request dhara sends, timed until every one has answered a line. No sandbox, no
@@ -343,15 +359,24 @@ fleet_start raw_fleet_start(const std::string& folder, const std::vector<std::st
   return out;
 }
 
-// "<dhara> s; started bare <raw> s; dhara <ratio>x that", or why the bare start was not measured.
-std::string against_bare(double dhara_secs, const fleet_start& bare) {
-  char text[160];
-  if (!bare.failure.empty())
-    std::snprintf(text, sizeof text, "%.2f s; the bare start was not measured (%s)", dhara_secs, bare.failure.c_str());
-  else
-    std::snprintf(text, sizeof text, "%.2f s; started bare %.2f s; dhara %.2fx that", dhara_secs, bare.secs,
-                  dhara_secs / bare.secs);
-  return text;
+// "<dhara> s; started bare <raw> s; dhara <ratio>x that", or why either was not measured.
+std::string against_bare(const fleet_start& dhara, const fleet_start& bare) {
+  if (!dhara.failure.empty()) return "not measured (" + dhara.failure + ")";
+  char secs[120];
+  if (!bare.failure.empty()) {
+    std::snprintf(secs, sizeof secs, "%.2f s; ", dhara.secs);
+    return secs + ("the bare start was not measured (" + bare.failure + ")");
+  }
+  std::snprintf(secs, sizeof secs, "%.2f s; started bare %.2f s; dhara %.2fx that", dhara.secs, bare.secs,
+                dhara.secs / bare.secs);
+  return secs;
+}
+
+// The mean of two timed starts, or the failure of either.
+fleet_start mean(const fleet_start& a, const fleet_start& b) {
+  if (!a.failure.empty()) return a;
+  if (!b.failure.empty()) return b;
+  return {(a.secs + b.secs) / 2, {}};
 }
 
 constexpr const char* usage =
@@ -402,6 +427,8 @@ int main(int argc, char** argv) {
   // within seconds, and a baseline measured apart from dhara's would meet another machine.
   std::vector<double> raw_samples, dh_samples;
   double raw_secs = 0, dh_secs = 0;  // the calls with 16 in flight, summed over the blocks
+  std::uint64_t dh_failed = 0;       // calls through dhara that failed, warm-up included
+  std::string dh_failure;            // why the first of them did
   {
     raw_client raw(exe, folder.string());
     raw.round_trips(n / 10);  // warm-up
@@ -410,23 +437,31 @@ int main(int argc, char** argv) {
     auto loaded = broker::load_policy({home.home().string(), home.dhara_home().string(), home.project().string(),
                                        home.project().string()},
                                       false);
-    if (!loaded) return 1;
+    if (!loaded) {
+      std::fprintf(stderr, "dhara_bench_runtime: the bench's own configuration did not load; nothing was measured.\n");
+      return 1;
+    }
     broker::extension_host host(sys, *loaded);
     host.start();
     auto sup = host.supervisor("echo-native");
     caf::scoped_actor self{sys};
     // `total` calls through dhara with `inflight` out at a time: their samples (one in flight)
-    // added to dh_samples, and the seconds they took.
+    // added to dh_samples, and the seconds they took; failures counted in dh_failed.
     auto run = [&](std::size_t total, std::size_t inflight) {
       double secs = 0;
       auto d = sys.spawn(driver, sup, total, inflight);
       self->request(d, caf::infinite, go_atom::value)
           .receive(
-              [&](std::vector<double>& s, double t) {
+              [&](std::vector<double>& s, double t, std::uint64_t failed, std::string& why) {
                 dh_samples.insert(dh_samples.end(), s.begin(), s.end());
                 secs = t;
+                if (failed > 0 && dh_failed == 0) dh_failure = std::move(why);
+                dh_failed += failed;
               },
-              [&](caf::error& e) { std::fprintf(stderr, "bench: %s\n", sys.render(e).c_str()); });
+              [&](caf::error& e) {
+                if (dh_failed == 0) dh_failure = sys.render(e);
+                dh_failed += total;
+              });
       caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
       return secs;
     };
@@ -449,21 +484,23 @@ int main(int argc, char** argv) {
     raw_samples = std::move(raw.samples);
     host.shutdown();
   }
+  if (dh_failed > 0) {  // answered at once, failed calls would make dhara look fast
+    std::fprintf(stderr,
+                 "dhara_bench_runtime: %llu calls through dhara failed (the first: %s); no figures are printed.\n",
+                 static_cast<unsigned long long>(dh_failed), dh_failure.c_str());
+    return 1;
+  }
   const percentiles raw_rt = of(raw_samples), dh_rt = of(dh_samples);
   const double raw_tput = static_cast<double>(n * 5) / raw_secs, dh_tput = static_cast<double>(n * 5) / dh_secs;
 
   // Each fleet twice, in the order dhara, bare, bare, dhara; each side's time is its mean.
   auto fleets = [&](const std::string& kind, int count, const std::string& bare_folder,
                     const std::vector<std::string>& bare_argv) {
-    double dhara_secs = start_extensions(sys, kind, count);
-    fleet_start bare = raw_fleet_start(bare_folder, bare_argv, count);
-    if (bare.failure.empty()) {
-      const fleet_start again = raw_fleet_start(bare_folder, bare_argv, count);
-      if (again.failure.empty()) bare.secs = (bare.secs + again.secs) / 2;
-      else bare = again;
-    }
-    dhara_secs = (dhara_secs + start_extensions(sys, kind, count)) / 2;
-    return std::pair{dhara_secs, bare};
+    const fleet_start dhara_first = start_extensions(sys, kind, count);
+    const fleet_start bare_first = raw_fleet_start(bare_folder, bare_argv, count);
+    const fleet_start bare =
+        bare_first.failure.empty() ? mean(bare_first, raw_fleet_start(bare_folder, bare_argv, count)) : bare_first;
+    return std::pair{mean(dhara_first, start_extensions(sys, kind, count)), bare};
   };
   const auto [node50, raw_node50] = fleets("echo-node", 50, home.add_extension("echo-node").string(), {"node", "index.js"});
   const auto [native100, raw_native100] = fleets("echo-native", 100, folder.string(), {exe});
@@ -482,6 +519,12 @@ int main(int argc, char** argv) {
               "  scheduling policy, without dhara or a sandbox; each fleet started twice, dhara, bare, bare, dhara:\n"
               "  the means)\n");
   std::printf("start 100 native          %s\n", against_bare(native100, raw_native100).c_str());
-  std::printf("dhara max RSS, 100 ext.   %.1f MiB (`dhara extensions list`; target <= 30 MiB)\n", rss_100);
-  return 0;
+  if (rss_100 >= 0) std::printf("dhara max RSS, 100 ext.   %.1f MiB (`dhara extensions list`; target <= 30 MiB)\n", rss_100);
+  else std::printf("dhara max RSS, 100 ext.   not measured (`dhara extensions list` failed under /usr/bin/time)\n");
+  // A row not measured is a failed run: a table with a hole would pass for a whole one.
+  const bool whole = node50.failure.empty() && raw_node50.failure.empty() && native100.failure.empty() &&
+                     raw_native100.failure.empty() && rss_100 >= 0;
+  std::fflush(stdout);  // the table first, then the sentence about it
+  if (!whole) std::fprintf(stderr, "dhara_bench_runtime: some rows were not measured; the table says why.\n");
+  return whole ? 0 : 1;
 }

@@ -76,6 +76,24 @@ def test_bench_runtime_measures_both_sides_in_blocks():
     assert float(rows["dhara max RSS, 100 ext."].split("ext.")[1].split("MiB")[0]) > 1, out
 
 
+def test_bench_runtime_fails_when_a_row_is_not_measured():
+    """Without node on PATH the node fleet cannot start: the table says why in that row, and the
+    bench ends with a sentence and exit 1 instead of passing a table with a hole for a whole one."""
+    runtime = bench_binary("dhara_bench_runtime")
+    no_node = tempfile.mkdtemp(prefix="dhara-no-node-")
+    try:
+        env = dict(os.environ, PATH=no_node)
+        p = subprocess.run([runtime, "100"], capture_output=True, text=True, timeout=240, cwd=USER_HOME, env=env)
+    finally:
+        os.rmdir(no_node)
+    assert p.returncode == 1, p
+    rows = {line.split("  ")[0]: line for line in p.stdout.splitlines()}
+    assert "not measured (50 of them did not start; echo-node-0: cannot start: 'node' is not on PATH)" in \
+        rows["start 50 node extensions"], p.stdout
+    assert "started bare" in rows["start 100 native"], p.stdout
+    assert p.stderr.strip() == "dhara_bench_runtime: some rows were not measured; the table says why.", p.stderr
+
+
 def items_per_second(row):
     """The items/s at the end of a Google Benchmark console row ("1.11509M/s", "835.417k/s")."""
     figure = row.split()[-1]
