@@ -2,6 +2,7 @@
 // verifier), reopening, rotation, torn-line recovery, tampering found by verify_audit, disk
 // full (RLIMIT_FSIZE in a forked child), unwritable places, fsync durability, two writers.
 #include "io/audit_log.hpp"
+#include "../support/temp_tree.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -43,22 +44,9 @@ namespace {
 const std::string zeros(64, '0');
 
 // A fresh folder, removed (permissions restored first) at scope exit.
-struct temp_dir {
-  fs::path root;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-audit-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::permissions(root, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(root, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  std::string str() const { return root.string(); }
-  std::string file(std::string_view name) const { return (root / name).string(); }
+struct temp_dir : dhara::testing::temp_tree {
+  temp_dir() : temp_tree("dhara-audit-XXXXXX") {}
+  std::string file(std::string_view name) const { return *this / name; }
 };
 
 // A typical entry; every few are denials with a reason, some carry characters to escape.

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "io/host_ops.hpp"
+#include "../support/temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace dhara;
@@ -28,23 +29,9 @@ using policy::errc;
 
 namespace {
 
-// A fresh folder under the temp dir, removed at scope exit; resolved so a symlinked /tmp
-// does not confuse expectations.
-struct temp_tree {
-  fs::path root;
-  explicit temp_tree(const char* name = "dhara-host-XXXXXX") {
-    std::string tmpl = (fs::temp_directory_path() / name).string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  temp_tree(const temp_tree&) = delete;
-  temp_tree& operator=(const temp_tree&) = delete;
-  std::string str() const { return root.string(); }
-  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+// A fresh folder under the temp dir, removed at scope exit.
+struct temp_tree : dhara::testing::temp_tree {
+  explicit temp_tree(const char* name = "dhara-host-XXXXXX") : dhara::testing::temp_tree(name) {}
 };
 
 void put(const std::string& path, std::string_view bytes) {

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,6 +30,7 @@
 #include "io/settings_file.hpp"
 #include "policy/snapshot.hpp"
 #include "../support/policy_fixture.hpp"
+#include "../support/temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace dhara;
@@ -41,20 +41,8 @@ using policy::verdict_kind;
 
 namespace {
 
-struct temp_tree {
-  fs::path root;
-  temp_tree() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-hostile-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  temp_tree(const temp_tree&) = delete;
-  temp_tree& operator=(const temp_tree&) = delete;
-  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+struct temp_tree : dhara::testing::temp_tree {
+  temp_tree() : dhara::testing::temp_tree("dhara-hostile-XXXXXX") {}
 };
 
 void put(const std::string& path, std::string_view bytes) {

@@ -15,6 +15,7 @@
 
 #include "io/path_resolver.hpp"
 #include "support/failing_allocations.hpp"
+#include "support/temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using dhara::io::real_path_resolver;
@@ -29,12 +30,8 @@ std::size_t open_descriptors() {
 
 // A project with a file, a folder, a link whose target is relative (lib -> src) and one whose
 // target climbs (shared -> ../outside/shared), in a fresh folder removed with it.
-struct project {
-  fs::path root;
-  project() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-look-ahead-alloc-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
+struct project : dhara::testing::temp_tree {
+  project() : temp_tree("dhara-look-ahead-alloc-XXXXXX") {
     fs::create_directories(root / "proj/src/auth");
     fs::create_directories(root / "outside/shared");
     fs::create_directories(root / "elsewhere");
@@ -42,11 +39,6 @@ struct project {
     fs::create_directory_symlink("src", root / "proj/lib");
     fs::create_directory_symlink("../outside/shared", root / "proj/shared");
   }
-  ~project() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  std::string operator/(const char* rel) const { return (root / rel).string(); }
 
   // A round's paths: files and folders that exist, new ones, repeats, and paths under both
   // links (known to the resolver once `learn` has resolved one under each).

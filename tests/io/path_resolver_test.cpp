@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,6 +21,7 @@
 
 #include "io/open_batch.hpp"
 #include "io/path_resolver.hpp"
+#include "../support/temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace dhara;
@@ -30,18 +30,8 @@ namespace {
 
 // A fresh folder under the temp dir, removed at scope exit. Its path is resolved so that a
 // symlinked /tmp does not confuse expectations.
-struct temp_tree {
-  fs::path root;
-  temp_tree() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-resolver-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+struct temp_tree : dhara::testing::temp_tree {
+  temp_tree() : dhara::testing::temp_tree("dhara-resolver-XXXXXX") {}
 };
 
 void touch(const std::string& p) { std::ofstream(p) << "x\n"; }

@@ -1,6 +1,7 @@
 // io/permissions_file.hpp against real files in a temporary folder: refusals that leave the
 // file's bytes alone, atomic replacement, and no lost or torn update across processes.
 #include "io/permissions_file.hpp"
+#include "../support/temp_tree.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -30,19 +31,8 @@ using policy::permission_state;
 namespace {
 
 // A fresh folder under the temp dir, removed at scope exit.
-struct temp_tree {
-  fs::path root;
-  temp_tree() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-permfile-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    root = fs::canonical(tmpl);
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::permissions(root, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(root, ec);
-  }
-  std::string operator/(std::string_view rel) const { return (root / rel).string(); }
+struct temp_tree : dhara::testing::temp_tree {
+  temp_tree() : dhara::testing::temp_tree("dhara-permfile-XXXXXX") {}
 };
 
 // DESIGN §3.2, as the seed writes it.

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/temp_tree.hpp"
+
 namespace dhara::testing {
 
 namespace fs = std::filesystem;
@@ -38,18 +40,10 @@ inline void copy_executable(const fs::path& from, const fs::path& to) {
 }
 
 /// A fresh temporary folder with home/.dhara/extensions and a project; removed at the end.
-struct temp_home {
-  fs::path root;
-  temp_home() {
-    std::string tmpl = (fs::temp_directory_path() / "dhara-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    root = fs::canonical(tmpl);
+struct temp_home : temp_tree {
+  temp_home() : temp_tree("dhara-test-XXXXXX") {
     fs::create_directories(extensions());
     fs::create_directories(project());
-  }
-  ~temp_home() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
   }
   fs::path home() const { return root / "home"; }
   fs::path dhara_home() const { return root / "home/.dhara"; }
