@@ -147,15 +147,19 @@ policy::result<private_dir> make_private_dir(const std::string& prefix) {
     ::rmdir(templ.c_str());
     return why;
   }
-  // Locked before it is marked: a folder without its mark is never removed as abandoned.
   const int fd = ::open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    policy::error why = sys_error(std::string("cannot lock the private folder ") + real);
-    if (fd >= 0) ::close(fd);
+  if (fd < 0) {
+    policy::error why = sys_error(std::string("cannot open the private folder ") + real);
     ::rmdir(real);
     return why;
   }
-  private_dir held(real, fd);  // removed again should the mark fail
+  private_dir held(real, fd);  // removed again should what follows fail
+  // Locked before it is marked: a folder without its mark is never removed as abandoned. On a
+  // file system without flock it stays unmarked: removed at the end, never by a later sweep.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL) return held;
+    return sys_error(std::string("cannot lock the private folder ") + real);
+  }
   const int mark = ::openat(fd, private_mark, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (mark < 0) return sys_error(std::string("cannot mark the private folder ") + real);
   ::close(mark);
