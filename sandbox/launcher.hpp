@@ -26,7 +26,8 @@ std::string elf_interpreter(const std::string& executable);
 /// make_private_dir with its prefix removes it. Move-only.
 class private_dir {
  public:
-  private_dir(std::string path, int locked_fd) : path_(std::move(path)), fd_(locked_fd) {}
+  /// `fd`: the folder, opened; locked unless its file system has no flock.
+  private_dir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   private_dir(private_dir&& other) noexcept;
   private_dir& operator=(private_dir&& other) noexcept;
   private_dir(const private_dir&) = delete;
