@@ -73,9 +73,12 @@ std::string elf_interpreter(const std::string& executable) {
 
 namespace {
 
-// The file inside a private folder that says dhara made it: only folders with it are ever
-// removed as abandoned. Written once the folder is locked, so a folder being made is never
-// taken for an abandoned one.
+// The empty folder inside a private folder that says dhara made it: only folders with it are
+// ever removed as abandoned. Made once the folder is locked, so a folder being made is never
+// taken for an abandoned one. A folder, not a file: making it opens no descriptor. (The event
+// loop's thread closes its pipes with a raw system call that ThreadSanitizer does not see, so
+// a descriptor this thread closed meanwhile under a number the loop had used reads to it as a
+// race.)
 constexpr const char* private_mark = ".dhara-private";
 
 // mkdtemp's six characters.
@@ -114,12 +117,15 @@ std::size_t remove_abandoned_private_dirs(const std::string& base, const std::st
   while (const dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
     if (!name.starts_with(prefix) || !is_mkdtemp_suffix(name.substr(prefix.size()))) continue;
+    // Marked (looked at by name first: most such folders are not, and need no descriptor),
+    // this user's, and not locked by a live process (its lock went when it died).
+    const std::string mark = std::string(name) + "/" + private_mark;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), mark.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     const int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
-    struct stat st {};
-    // This user's, marked, and not locked by a live process (its lock went when it died).
     if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() &&
-        ::faccessat(fd, private_mark, F_OK, AT_SYMLINK_NOFOLLOW) == 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        ::fstatat(fd, private_mark, &st, AT_SYMLINK_NOFOLLOW) == 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       std::error_code ec;
       std::filesystem::remove_all(std::filesystem::path(base) / name, ec);
       if (!ec) ++removed;
@@ -160,9 +166,7 @@ policy::result<private_dir> make_private_dir(const std::string& prefix) {
     if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL) return held;
     return sys_error(std::string("cannot lock the private folder ") + real);
   }
-  const int mark = ::openat(fd, private_mark, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (mark < 0) return sys_error(std::string("cannot mark the private folder ") + real);
-  ::close(mark);
+  if (::mkdirat(fd, private_mark, 0700) != 0) return sys_error(std::string("cannot mark the private folder ") + real);
   return held;
 }
 
