@@ -23,7 +23,6 @@
 #include <fstream>
 #include <future>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -116,12 +115,14 @@ bool write_text(const fs::path& path, const std::string& text, std::string& erro
 
 /// The temporary world the bench runs in: never the user's HOME or DHARA_HOME.
 struct bench_home {
-  std::optional<sandbox::private_dir> held;  ///< removed at the end
-  std::string root;                          ///< its path
+  std::string root;  ///< private folder removed at the end
   fs::path home, dhara_home, project, target;
   std::vector<std::string> names;    ///< installed extension names
   std::vector<fs::path> folders;     ///< their folders
   std::vector<std::string> command;  ///< the manifest's command, split on spaces (raw baseline)
+  ~bench_home() {
+    if (!root.empty()) sandbox::remove_private_dir(root);
+  }
 };
 
 // Copies the echo folder N times with a bench manifest (capabilities: filesystem:read), approves
@@ -132,8 +133,7 @@ bool make_home(bench_home& h, const bench_options& o, const fs::path& echo_src, 
     error = dir.err().message;
     return false;
   }
-  h.root = dir->path();
-  h.held.emplace(std::move(*dir));
+  h.root = *dir;
   h.home = fs::path(h.root) / "home";
   h.dhara_home = h.home / ".dhara";
   h.project = fs::path(h.root) / "project";
