@@ -301,8 +301,8 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
 
   auto dir = sandbox::make_private_dir("dhara-ext-");
   if (!dir) return "cannot start: " + dir.err().message;
-  private_dirs_.push_back(*dir);
-  std::string tmp = *dir + "/tmp";
+  std::string tmp = dir->path() + "/tmp";
+  private_dirs_.push_back(std::move(*dir));
   if (::mkdir(tmp.c_str(), 0700) != 0) return "cannot start: cannot create its private temp dir " + tmp;
   policy::sandbox_inputs in =
       policy::sandbox_inputs_for(snap, ext, exe, sandbox::elf_interpreter(exe), tmp);
@@ -437,8 +437,7 @@ void extension_host::shutdown() {
   caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   for (auto& c : checkers_) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(audit_, caf::exit_reason::user_shutdown);
-  for (const std::string& dir : private_dirs_) sandbox::remove_private_dir(dir);
-  private_dirs_.clear();
+  private_dirs_.clear();  // each removed
 }
 
 }  // namespace dhara::broker

@@ -20,6 +20,7 @@
 #include "actors/permissions_store.hpp"
 #include "broker/policy_loader.hpp"
 #include "io/sandbox_support.hpp"
+#include "sandbox/launcher.hpp"
 
 namespace dhara::broker {
 
@@ -136,7 +137,7 @@ class extension_host {
   std::map<std::string, registered_tool> by_qualified_name_;
   host_options options_;
   std::optional<io::sandbox_support> kernel_;  // probed at the first confinement
-  std::vector<std::string> private_dirs_;      // profiles and temp dirs, removed at shutdown
+  std::vector<sandbox::private_dir> private_dirs_;  // extensions' temp dirs, removed at shutdown
   bool stopped_ = false;
   bool quit_ = false;
 };

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -115,14 +116,12 @@ bool write_text(const fs::path& path, const std::string& text, std::string& erro
 
 /// The temporary world the bench runs in: never the user's HOME or DHARA_HOME.
 struct bench_home {
-  std::string root;  ///< private folder removed at the end
+  std::optional<sandbox::private_dir> held;  ///< removed at the end
+  std::string root;                          ///< its path
   fs::path home, dhara_home, project, target;
   std::vector<std::string> names;    ///< installed extension names
   std::vector<fs::path> folders;     ///< their folders
   std::vector<std::string> command;  ///< the manifest's command, split on spaces (raw baseline)
-  ~bench_home() {
-    if (!root.empty()) sandbox::remove_private_dir(root);
-  }
 };
 
 // Copies the echo folder N times with a bench manifest (capabilities: filesystem:read), approves
@@ -133,7 +132,8 @@ bool make_home(bench_home& h, const bench_options& o, const fs::path& echo_src, 
     error = dir.err().message;
     return false;
   }
-  h.root = *dir;
+  h.root = dir->path();
+  h.held.emplace(std::move(*dir));
   h.home = fs::path(h.root) / "home";
   h.dhara_home = h.home / ".dhara";
   h.project = fs::path(h.root) / "project";

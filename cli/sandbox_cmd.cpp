@@ -111,9 +111,8 @@ int sandbox_exec(const sandbox_exec_options& o) {
     std::fprintf(stderr, "dhara: %s\n", dir.err().message.c_str());
     return 126;
   }
-  std::unique_ptr<const std::string, void (*)(const std::string*)> cleanup(
-      &*dir, [](const std::string* d) { sandbox::remove_private_dir(*d); });
-  std::string tmp = *dir + "/tmp";
+  const sandbox::private_dir held = std::move(*dir);  // removed on return
+  std::string tmp = held.path() + "/tmp";
   if (::mkdir(tmp.c_str(), 0700) != 0) {
     std::perror("dhara: cannot create the private temp dir");
     return 126;
@@ -121,7 +120,7 @@ int sandbox_exec(const sandbox_exec_options& o) {
   policy::sandbox_profile profile = policy::compute_sandbox_profile(
       policy::sandbox_inputs_for(snap, ext, *exe, sandbox::elf_interpreter(*exe), tmp));
   for (const std::string& u : profile.unenforced) std::fprintf(stderr, "dhara: note: %s\n", u.c_str());
-  auto file = sandbox::write_profile_file(profile, *dir);
+  auto file = sandbox::write_profile_file(profile, held.path());
   if (!file) {
     std::fprintf(stderr, "dhara: %s\n", file.err().message.c_str());
     return 126;

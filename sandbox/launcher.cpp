@@ -1,16 +1,23 @@
 // Helpers for starting commands under dhara-launch.
 #include "sandbox/launcher.hpp"
 
+#include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
+#include <string_view>
 
 namespace dhara::sandbox {
 namespace {
@@ -64,19 +71,103 @@ std::string elf_interpreter(const std::string& executable) {
   return out;
 }
 
-policy::result<std::string> make_private_dir(const std::string& prefix) {
+namespace {
+
+// The empty folder inside a private folder that says dhara made it: only folders with it are
+// ever removed as abandoned. Made once the folder is locked, so a folder being made is never
+// taken for an abandoned one. A folder, not a file: making it opens no descriptor. (The event
+// loop's thread closes its pipes with a raw system call that ThreadSanitizer does not see, so
+// a descriptor this thread closed meanwhile under a number the loop had used reads to it as a
+// race.)
+constexpr const char* private_mark = ".dhara-private";
+
+// mkdtemp's six characters.
+bool is_mkdtemp_suffix(std::string_view s) {
+  return s.size() == 6 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+         });
+}
+
+}  // namespace
+
+private_dir::private_dir(private_dir&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+private_dir& private_dir::operator=(private_dir&& other) noexcept {
+  if (this != &other) {
+    remove();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void private_dir::remove() noexcept {
+  if (fd_ < 0) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+  ::close(fd_);  // the lock goes with it, after the folder
+  fd_ = -1;
+}
+
+std::size_t remove_abandoned_private_dirs(const std::string& base, const std::string& prefix) {
+  DIR* d = ::opendir(base.c_str());
+  if (d == nullptr) return 0;
+  std::size_t removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (!name.starts_with(prefix) || !is_mkdtemp_suffix(name.substr(prefix.size()))) continue;
+    // Marked (looked at by name first: most such folders are not, and need no descriptor),
+    // this user's, and not locked by a live process (its lock went when it died).
+    const std::string mark = std::string(name) + "/" + private_mark;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), mark.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() &&
+        ::fstatat(fd, private_mark, &st, AT_SYMLINK_NOFOLLOW) == 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::path(base) / name, ec);
+      if (!ec) ++removed;
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+  return removed;
+}
+
+policy::result<private_dir> make_private_dir(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string base = tmp && tmp[0] == '/' ? tmp : "/tmp";
+  {  // once a process for each prefix: what dhara processes that were killed left behind
+    static std::mutex m;
+    static std::set<std::string> swept;
+    std::lock_guard<std::mutex> lock(m);
+    if (swept.insert(base + "/" + prefix).second) remove_abandoned_private_dirs(base, prefix);
+  }
   std::string templ = base + "/" + prefix + "XXXXXX";
   if (!::mkdtemp(templ.data())) return sys_error("cannot create a private folder under " + base);
   char real[PATH_MAX];
-  if (!::realpath(templ.c_str(), real)) return sys_error("cannot resolve " + templ);
-  return std::string(real);
-}
-
-void remove_private_dir(const std::string& dir) {
-  std::error_code ec;
-  if (!dir.empty() && dir != "/") std::filesystem::remove_all(dir, ec);
+  if (!::realpath(templ.c_str(), real)) {
+    policy::error why = sys_error("cannot resolve " + templ);
+    ::rmdir(templ.c_str());
+    return why;
+  }
+  const int fd = ::open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    policy::error why = sys_error(std::string("cannot open the private folder ") + real);
+    ::rmdir(real);
+    return why;
+  }
+  private_dir held(real, fd);  // removed again should what follows fail
+  // Locked before it is marked: a folder without its mark is never removed as abandoned. On a
+  // file system without flock it stays unmarked: removed at the end, never by a later sweep.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL) return held;
+    return sys_error(std::string("cannot lock the private folder ") + real);
+  }
+  if (::mkdirat(fd, private_mark, 0700) != 0) return sys_error(std::string("cannot mark the private folder ") + real);
+  return held;
 }
 
 policy::result<std::string> write_profile_file(const policy::sandbox_profile& profile, const std::string& dir) {

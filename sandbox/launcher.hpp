@@ -3,7 +3,9 @@
 // to execute, a private folder, and the profile handed over as a file or a sealed memfd.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/result.hpp"
@@ -18,11 +20,39 @@ std::string launcher_path();
 /// `/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2`; "" for a static or non-ELF file.
 std::string elf_interpreter(const std::string& executable);
 
-/// A new private folder (mode 0700) `<$TMPDIR or /tmp>/<prefix>XXXXXX`, resolved.
-policy::result<std::string> make_private_dir(const std::string& prefix);
+/// A private folder (make_private_dir), held by this process until the object goes: a lock on
+/// the folder says it is in use, and the destructor removes it with everything in it. A folder
+/// of a process that died without removing it (killed) holds no lock, and the next
+/// make_private_dir with its prefix removes it. Move-only.
+class private_dir {
+ public:
+  /// `fd`: the folder, opened; locked unless its file system has no flock.
+  private_dir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  private_dir(private_dir&& other) noexcept;
+  private_dir& operator=(private_dir&& other) noexcept;
+  private_dir(const private_dir&) = delete;
+  private_dir& operator=(const private_dir&) = delete;
+  ~private_dir() { remove(); }
 
-/// Removes a folder made by make_private_dir and everything in it (errors ignored).
-void remove_private_dir(const std::string& dir);
+  const std::string& path() const { return path_; }
+
+ private:
+  void remove() noexcept;
+
+  std::string path_;
+  int fd_ = -1;  // the folder, locked (flock) while held; -1: moved from
+};
+
+/// A new private folder (mode 0700) `<$TMPDIR or /tmp>/<prefix>XXXXXX`, resolved, locked and
+/// marked as dhara's. The first call of a process for a prefix first removes that prefix's
+/// abandoned folders (remove_abandoned_private_dirs).
+policy::result<private_dir> make_private_dir(const std::string& prefix);
+
+/// Removes the folders `<base>/<prefix>XXXXXX` that make_private_dir made for a process that
+/// ended without removing them: this user's, marked as dhara's, and locked by nobody. Folders
+/// in use, unmarked (not dhara's, or made by a dhara before the mark) or another user's are
+/// left alone. Returns how many were removed.
+std::size_t remove_abandoned_private_dirs(const std::string& base, const std::string& prefix);
 
 /// Writes the profile to `<dir>/profile.json` (mode 0400) and returns that path: the
 /// launcher's `--profile FILE`. `dir` should not be granted to the extension.

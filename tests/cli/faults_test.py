@@ -99,6 +99,57 @@ def test_sigkill_mid_batch_with_fsync_durability_loses_no_released_entry():
     sigkill_mid_batch("fsync")
 
 
+def test_a_killed_session_s_private_folders_go_with_the_next_session_and_a_live_one_keeps_its_own():
+    """Each extension gets a private folder under TMPDIR (its temp files). A session killed
+    with SIGKILL cannot remove its own; the next dhara removes them (they may hold what the
+    extensions wrote), while a running session's folders, and a folder dhara did not mark as
+    its own, are left alone."""
+    h = Home()
+    sessions = []
+    try:
+        tmp = os.path.join(h.root, "tmp")
+        os.makedirs(tmp)
+        h.env["TMPDIR"] = tmp
+        for i in range(2):
+            h.add_checked_echo(f"echo-{i}")
+        stranger = "dhara-ext-Abc123"  # named like dhara's, but without its mark
+        os.makedirs(os.path.join(tmp, stranger, "tmp"))
+
+        def private():
+            return {n for n in os.listdir(tmp) if n.startswith("dhara-ext-") and n != stranger}
+
+        killed = Serve(h)
+        sessions.append(killed)
+        killed.initialize()
+        theirs = private()
+        assert len(theirs) == 2, theirs  # one for each extension
+        for n in theirs:
+            assert sorted(os.listdir(os.path.join(tmp, n))) == [".dhara-private", "tmp"], n
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.proc.wait()
+        assert private() == theirs, "a killed session removed its folders: nothing was tested"
+
+        live = Serve(h)
+        sessions.append(live)
+        live.initialize()
+        mine = private() - theirs
+        assert len(mine) == 2 and private() == mine, f"the killed session's folders are left: {private() & theirs}"
+        assert os.path.isdir(os.path.join(tmp, stranger, "tmp")), "a folder without dhara's mark was removed"
+
+        code, results, err = h.run_batch(echo_batch(4, 2))  # another session while this one runs
+        assert code == 0 and len(results) == 4, (code, err)
+        assert private() == mine, "another session removed the folders of a running one"
+
+        live.proc.stdin.close()  # EOF: a clean end, which removes its own
+        assert live.proc.wait(timeout=GUARD) == 0
+        assert private() == set(), private()
+        assert os.path.isdir(os.path.join(tmp, stranger)), "a folder without dhara's mark was removed"
+    finally:
+        for s in sessions:
+            s.close()
+        h.close()
+
+
 # --- an audit log that cannot be written ------------------------------------------------------------
 
 def file_size_limit(limit):
