@@ -75,10 +75,8 @@ namespace {
 
 // The empty folder inside a private folder that says dhara made it: only folders with it are
 // ever removed as abandoned. Made once the folder is locked, so a folder being made is never
-// taken for an abandoned one. A folder, not a file: making it opens no descriptor. (The event
-// loop's thread closes its pipes with a raw system call that ThreadSanitizer does not see, so
-// a descriptor this thread closed meanwhile under a number the loop had used reads to it as a
-// race.)
+// taken for an abandoned one. A folder, not a file: making it and looking for it take no
+// descriptor.
 constexpr const char* private_mark = ".dhara-private";
 
 // mkdtemp's six characters.

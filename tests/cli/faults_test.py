@@ -114,9 +114,26 @@ def test_a_killed_session_s_private_folders_go_with_the_next_session_and_a_live_
             h.add_checked_echo(f"echo-{i}")
         stranger = "dhara-ext-Abc123"  # named like dhara's, but without its mark
         os.makedirs(os.path.join(tmp, stranger, "tmp"))
+        # Marked and locked by nobody, but not to be removed: a link named like dhara's (the
+        # sweep never follows one out of TMPDIR) and, where the tests can make one, a folder
+        # that belongs to another user.
+        elsewhere = os.path.join(h.root, "elsewhere")
+        os.makedirs(os.path.join(elsewhere, ".dhara-private"))
+        linked = "dhara-ext-Lnk123"
+        os.symlink(elsewhere, os.path.join(tmp, linked))
+        keep = [stranger, linked]
+        if os.geteuid() == 0:
+            others = "dhara-ext-Oth123"
+            os.makedirs(os.path.join(tmp, others, ".dhara-private"))
+            os.chown(os.path.join(tmp, others), 65534, 65534)
+            keep.append(others)
 
         def private():
-            return {n for n in os.listdir(tmp) if n.startswith("dhara-ext-") and n != stranger}
+            return {n for n in os.listdir(tmp) if n.startswith("dhara-ext-") and n not in keep}
+
+        def kept():
+            return all(os.path.lexists(os.path.join(tmp, n)) for n in keep) and \
+                os.path.isdir(os.path.join(elsewhere, ".dhara-private"))
 
         killed = Serve(h)
         sessions.append(killed)
@@ -134,7 +151,7 @@ def test_a_killed_session_s_private_folders_go_with_the_next_session_and_a_live_
         live.initialize()
         mine = private() - theirs
         assert len(mine) == 2 and private() == mine, f"the killed session's folders are left: {private() & theirs}"
-        assert os.path.isdir(os.path.join(tmp, stranger, "tmp")), "a folder without dhara's mark was removed"
+        assert kept(), f"a folder that is not this user's, not marked, or a link was removed: {os.listdir(tmp)}"
 
         code, results, err = h.run_batch(echo_batch(4, 2))  # another session while this one runs
         assert code == 0 and len(results) == 4, (code, err)
@@ -143,7 +160,7 @@ def test_a_killed_session_s_private_folders_go_with_the_next_session_and_a_live_
         live.proc.stdin.close()  # EOF: a clean end, which removes its own
         assert live.proc.wait(timeout=GUARD) == 0
         assert private() == set(), private()
-        assert os.path.isdir(os.path.join(tmp, stranger)), "a folder without dhara's mark was removed"
+        assert kept(), f"a folder that is not this user's, not marked, or a link was removed: {os.listdir(tmp)}"
     finally:
         for s in sessions:
             s.close()
