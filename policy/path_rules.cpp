@@ -245,10 +245,10 @@ bool match_class(std::string_view pat, std::size_t& pi, char c) {
   return !no_class && matched != negate;
 }
 
-// The first range of `segment`'s brackets whose first byte is above its last (`[é-z]`: bytes
-// compare unsigned, as in glob(3)), which matches no byte; empty if there is none. Read as
-// match_class reads a bracket.
-std::string_view empty_range_in(std::string_view pat) {
+// The first item of `pat`'s brackets, read as match_class reads them, for which `bad(from, past)`
+// holds (`pat[from, past)`: a `[:name:]`, a character or a range); empty if there is none.
+template <class Bad>
+std::string_view first_bracket_item(std::string_view pat, Bad bad) {
   for (std::size_t i = 0; i < pat.size(); ++i) {
     if (pat[i] == '\\') {
       ++i;
@@ -258,20 +258,41 @@ std::string_view empty_range_in(std::string_view pat) {
     std::size_t j = i + 1;
     if (j < pat.size() && (pat[j] == '!' || pat[j] == '^')) ++j;
     for (bool first = true; j < pat.size() && (first || pat[j] != ']'); first = false) {
+      const std::size_t from = j;
       if (const std::size_t past = named_class_end(pat, j); past != std::string_view::npos) {
         j = past;
-        continue;
+      } else {
+        class_char(pat, j);
+        if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') class_char(pat, ++j);
       }
-      const std::size_t from = j;
-      const unsigned char lo = class_char(pat, j);
-      if (j + 1 < pat.size() && pat[j] == '-' && pat[j + 1] != ']') {
-        ++j;
-        if (class_char(pat, j) < lo) return pat.substr(from, j - from);
-      }
+      if (bad(from, j)) return pat.substr(from, j - from);
     }
     if (j < pat.size()) i = j;  // past the bracket; an unclosed `[` is a character
   }
   return {};
+}
+
+// The first range of `segment`'s brackets whose first byte is above its last (`[é-z]`: bytes
+// compare unsigned, as in glob(3)), which matches no byte; empty if there is none.
+std::string_view empty_range_in(std::string_view pat) {
+  return first_bracket_item(pat, [pat](std::size_t from, std::size_t past) {
+    if (named_class_end(pat, from) != std::string_view::npos) return false;
+    const unsigned char lo = class_char(pat, from);
+    return from < past && pat[from] == '-' && class_char(pat, ++from) < lo;
+  });
+}
+
+// The first item of `segment`'s brackets holding a `[` that starts a collating symbol (`[.a.]`)
+// or an equivalence class (`[=a=]`) in glob(3)'s reading, which dhara reads as characters;
+// empty if there is none.
+std::string_view collating_form_in(std::string_view pat) {
+  return first_bracket_item(pat, [pat](std::size_t from, std::size_t past) {
+    for (std::size_t k = from; k < past; ++k) {
+      if (pat[k] == '\\') ++k;
+      else if (pat[k] == '[' && k + 1 < pat.size() && (pat[k + 1] == '.' || pat[k + 1] == '=')) return true;
+    }
+    return false;
+  });
 }
 
 bool match_segment(std::string_view pat, std::string_view seg) {
@@ -602,6 +623,18 @@ bool escapes_slash(std::string_view text) {
   return false;
 }
 
+std::string read_apart(std::string_view text) {
+  // Segments are split before escapes are read, and glob(3) reads `\/` as `/`.
+  if (escapes_slash(text)) return "puts a backslash before '/', which no name can hold: write it without";
+  std::size_t pos = 0;
+  for (std::string_view seg = next_segment(text, pos); !seg.empty(); seg = next_segment(text, pos))
+    if (std::string_view item = collating_form_in(seg); !item.empty())
+      return "holds '[.' or '[=' in a bracket, which glob(3) reads as a collating symbol or an equivalence "
+             "class and dhara as characters, so the sandbox and the checks would take different paths for it: "
+             "write it without";
+  return {};
+}
+
 bool has_glob_syntax(std::string_view text) { return text.find_first_of("*?[\\") != std::string_view::npos; }
 
 std::string escape_glob(std::string_view literal) {
@@ -672,7 +705,7 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     confine_root = resolved_bound(in.confine_root);
     for (const std::string& w : in.confine_within) {  // allowedPaths entries: patterns
       auto expanded = expand_home(w, escape_glob(in.home));
-      if (!expanded || escapes_slash(*expanded)) continue;  // the compile refuses it too
+      if (!expanded || !read_apart(*expanded).empty()) continue;  // the compile refuses it too
       if (has_glob(*expanded)) {
         if (auto g = normalize_path(*expanded, "/")) confine_globs.push_back(std::move(*g));  // matched as written
       } else if (auto r = resolved_bound(unescape_glob(*expanded))) {
@@ -775,11 +808,10 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     if (!expanded) return expanded.err();
     if (expanded->empty() || expanded->front() != '/')
       return make_error(errc::invalid_path, "'" + std::string(text) + "' is not an absolute path");
-    // Segments are split before escapes are read, and glob(3) reads `\/` as `/`: refused, so
-    // that no two readers take such an entry apart differently.
-    if (!builtin && escapes_slash(*expanded))
-      return make_error(errc::invalid_path, "'" + std::string(text) +
-                                                "' puts a backslash before '/', which no name can hold: write it without");
+    // Refused where glob(3) and dhara would take the entry apart differently (read_apart).
+    if (!builtin)
+      if (std::string why = read_apart(*expanded); !why.empty())
+        return make_error(errc::invalid_path, "'" + std::string(text) + "' " + why);
     auto normal = normalize_path(*expanded, "/");
     if (!normal) return normal.err();
     path_entry e{std::move(written), std::move(*normal), false, {}};

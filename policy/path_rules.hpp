@@ -56,8 +56,14 @@ bool has_glob(std::string_view text);
 /// The index of the first glob character no backslash escapes, or npos.
 std::size_t first_glob_char(std::string_view text);
 
-/// True when a backslash in `text` escapes a `/` (`a\/b`): path entries refuse it.
+/// True when a backslash in `text` escapes a `/` (`a\/b`).
 bool escapes_slash(std::string_view text);
+
+/// Why glob(3), which finds the sandbox's masks, and dhara's matcher would read the pattern
+/// `text` differently, as the end of a sentence naming it: a backslash before `/`, or `[.` or
+/// `[=` in a bracket (glob(3)'s collating symbols and equivalence classes). Empty when they read
+/// it alike. Path entries with a reason are refused: a denied one stops the rules compiling.
+std::string read_apart(std::string_view text);
 
 /// True when `text` holds a glob character or a backslash: it reads differently as a pattern.
 bool has_glob_syntax(std::string_view text);

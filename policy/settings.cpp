@@ -661,12 +661,12 @@ class merger {
   // An entry of an untrusted project narrows the allowed paths only when everything it can
   // match lies inside the project and inside an entry already allowed.
   bool narrows(std::string_view entry) const {
-    // `\/` is refused by the compile, and read apart differently here: it narrows nothing.
-    if (root_.empty() || escapes_slash(entry)) return false;
+    // What the compile refuses (read_apart: `\/`, `[.`) narrows nothing.
+    if (root_.empty() || !read_apart(entry).empty()) return false;
     const std::string dir = glob_literal_folder(entry);  // a name: the root is one too
     if (dir.empty() || !is_at_or_under(dir, root_)) return false;
     for (const std::string& a : out_.effective.allowed_paths) {
-      if (escapes_slash(a)) continue;
+      if (!read_apart(a).empty()) continue;
       if (has_glob(a)) {
         if (glob_match_at_or_under(a, dir)) return true;
       } else if (const std::string name = glob_literal_folder(a); !name.empty() && is_at_or_under(dir, name)) {

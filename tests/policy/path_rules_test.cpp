@@ -410,6 +410,73 @@ TEST_CASE("one segment matches as the C library's fnmatch(3) matches it", "[poli
   CHECK_FALSE(glob_match("/a\\", "/a\\"));
 }
 
+TEST_CASE("a bracket glob(3) reads otherwise than dhara is refused", "[policy][path]") {
+  // glob(3) reads `[.a.]` and `[=a=]` in a bracket as a collating symbol and an equivalence
+  // class; dhara reads their characters. Each of these names something one reader matches and
+  // the other does not, and read_apart says so.
+  auto differs = [](const std::string& p) {
+    for (int c = 1; c < 256; ++c) {
+      const std::string b(1, static_cast<char>(c));
+      for (const std::string& name : {b, b + "x", "x" + b, b + "]x"})
+        if (c != '/' && glob_match("/" + p, "/" + name) != (::fnmatch(p.c_str(), name.c_str(), 0) == 0)) return true;
+    }
+    return false;
+  };
+  for (const std::string p : {"[[.a.]]", "[[=a=]]", "[%-[.a.]]", "[[.a.]-c]", "[[=a=]-c]", "[a[.]", "[[.]", "[[.].]]x",
+                              "x[[.-.]a]", "[b-[.d.]]"}) {
+    CAPTURE(p);
+    CHECK(differs(p));
+    CHECK(read_apart("/srv/" + p).find("holds '[.' or '[=' in a bracket") != std::string::npos);
+  }
+  // Random patterns, well-formed or not, with such forms among their items: whatever
+  // read_apart lets through, fnmatch(3) and dhara match alike.
+  std::mt19937 rng(20261205);
+  auto pick = [&](std::initializer_list<const char*> l) { return std::string(l.begin()[rng() % l.size()]); };
+  int refused = 0, through = 0;
+  for (int i = 0; i < 40000; ++i) {
+    std::string p, name;
+    for (int k = 0, n = static_cast<int>(rng() % 4) + 1; k < n; ++k) {
+      if (rng() % 2) {
+        p += pick({"a", ".", "=", "[", "]", "-", "*", "\\[", "\\.", "x"});
+        continue;
+      }
+      p += "[";
+      if (rng() % 4 == 0) p += "!";
+      for (int m = 0, items = static_cast<int>(rng() % 3) + 1; m < items; ++m)
+        p += pick({"a", ".", "=", "-", "[", "[.a.]", "[=a=]", "[.", "[=", ".]", "=]", "[.-.]", "a-[.c.]", "[:alpha:]",
+                   "\\[", "b-d"});
+      if (rng() % 5) p += "]";
+    }
+    for (int k = 0, n = static_cast<int>(rng() % 3) + 1; k < n; ++k)
+      name += pick({"a", "b", "c", ".", "=", "[", "]", "-", "x", ":"});
+    if (!read_apart("/" + p).empty()) {
+      ++refused;
+      continue;
+    }
+    ++through;
+    INFO("pattern " << p << ", name " << name);
+    CHECK(glob_match("/" + p, "/" + name) == (::fnmatch(p.c_str(), name.c_str(), 0) == 0));
+  }
+  CHECK(refused > 5000);
+  CHECK(through > 5000);
+  // Brackets without those forms, and the characters outside a bracket, are read alike and pass.
+  for (const std::string p : {"[.a]*", "x[.", "[a=]", "\\[.x]", "[[:alpha:]]*", "[a-z]", ".[!.]*"}) {
+    CAPTURE(p);
+    CHECK(read_apart("/srv/" + p).empty());
+    CHECK_FALSE(differs(p));
+  }
+  // In the rules: a denied entry with such a bracket stops them compiling, an allowed one is
+  // ignored, and the reason is given.
+  path_rules_input denied{{"/srv"}, {"/srv/[[.s.]]ecret*"}, home, "/d", "/p"};
+  auto refused_rules = compile_path_rules(denied, lexical_resolver{});
+  REQUIRE_FALSE(refused_rules);
+  CHECK(refused_rules.err().message.find("'/srv/[[.s.]]ecret*' holds '[.' or '[=' in a bracket") != std::string::npos);
+  auto ignored = rules({"/srv/[[=a=]]pp"});
+  REQUIRE(ignored.problems.size() == 1);
+  CHECK(ignored.problems[0].find("allowedPaths entry '/srv/[[=a=]]pp' ignored") != std::string::npos);
+  CHECK_FALSE(check(ignored, "/srv/app/x").allowed());
+}
+
 TEST_CASE("path entries take escaped glob characters as names", "[policy][path]") {
   // An allowed folder named `app[2]`, written escaped: the folder, not its sibling `app2`.
   auto r = rules({"/srv/app\\[2]", "/srv/x/\\*/*.txt"});
