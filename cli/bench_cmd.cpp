@@ -116,8 +116,7 @@ bool write_text(const fs::path& path, const std::string& text, std::string& erro
 
 /// The temporary world the bench runs in: never the user's HOME or DHARA_HOME.
 struct bench_home {
-  std::optional<sandbox::private_dir> held;  ///< removed at the end
-  std::string root;                          ///< its path
+  std::optional<sandbox::private_dir> held;  ///< its folder, removed at the end
   fs::path home, dhara_home, project, target;
   std::vector<std::string> names;    ///< installed extension names
   std::vector<fs::path> folders;     ///< their folders
@@ -132,17 +131,16 @@ bool make_home(bench_home& h, const bench_options& o, const fs::path& echo_src, 
     error = dir.err().message;
     return false;
   }
-  h.root = dir->path();
-  h.held.emplace(std::move(*dir));
-  h.home = fs::path(h.root) / "home";
+  const fs::path root = h.held.emplace(std::move(*dir)).path();
+  h.home = root / "home";
   h.dhara_home = h.home / ".dhara";
-  h.project = fs::path(h.root) / "project";
+  h.project = root / "project";
   h.target = h.project / "bench.txt";
   std::error_code ec;
   fs::create_directories(h.dhara_home / "extensions", ec);
   fs::create_directories(h.project, ec);
   if (ec) {
-    error = "cannot create " + h.root + ": " + ec.message();
+    error = "cannot create " + root.string() + ": " + ec.message();
     return false;
   }
   if (!write_text(h.target, "bench\n", error)) return false;
