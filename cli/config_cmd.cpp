@@ -388,7 +388,9 @@ int config_set(const config_options& o) {
     value = std::move(*v);
   }
   if (adding || !removing) {
-    if (auto err = policy::check_setting_value(*key, value, *file, kind)) {
+    auto err = policy::check_setting_value(*key, value, *file, kind);
+    if (!err) err = policy::path_rules_refusal(*key, value, *file);
+    if (err) {
       std::fprintf(stderr, "dhara: %s; nothing was changed\n", err->message.c_str());
       return 2;
     }

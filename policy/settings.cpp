@@ -826,6 +826,21 @@ std::optional<error> check_setting_value(const setting_key& key, const nlohmann:
   }
 }
 
+std::optional<error> path_rules_refusal(const setting_key& key, const nlohmann::json& value, std::string_view file) {
+  if ((key.name != "security.allowedPaths" && key.name != "security.deniedPaths") || !value.is_array())
+    return std::nullopt;
+  for (const json& e : value) {
+    if (!e.is_string()) continue;
+    // Relative (project) entries and `~` are anchored at an escaped root or home, which adds
+    // neither form, so the entry as written is what to read.
+    const std::string& entry = e.get_ref<const std::string&>();
+    if (std::string why = read_apart(entry); !why.empty())
+      return make_error(errc::invalid_value,
+                        std::string(file) + ": " + std::string(key.name) + " entry " + quote(entry) + " " + why);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> project_refusal(const setting_key& key, const nlohmann::json& value,
                                            std::string_view global_file) {
   if (key.project == project_rule::global_only)

@@ -207,6 +207,37 @@ def test_bad_values_are_exit_2_naming_file_key_and_what_is_expected():
     h.close()
 
 
+def test_path_entries_the_rules_refuse_are_refused_before_writing():
+    """A deniedPaths entry the path rules refuse stops every session, an allowedPaths one is
+    ignored: `config set` refuses both, in either file, and the file keeps what it held."""
+    h = Home()
+    check(h.config("set", "security.deniedPaths", '["~/.aws"]')[0] == 0)
+    check(h.config("set", "security.deniedPaths", '["x/ok"]', "--project")[0] == 0)
+    before = {f: h.read(f) for f in (h.global_file, h.project_file)}
+    collating = "holds '[.' or '[=' in a bracket"
+    cases = [
+        (["security.deniedPaths", '["/srv/[[.s.]]ecret*"]'], h.global_file, collating),
+        (["security.deniedPaths", "--add", "/srv/[a[.]"], h.global_file, collating),
+        (["security.allowedPaths", "--add", "~/b[[=e=]]d"], h.global_file, collating),
+        (["security.allowedPaths", '["/ok", "/srv/a\\\\/b"]'], h.global_file, "puts a backslash before '/'"),
+        (["security.deniedPaths", "--add", "keys/[[.k.]]*", "--project"], h.project_file, collating),
+        (["security.allowedPaths", "--add", "src\\/deep", "--project"], h.project_file, "puts a backslash before '/'"),
+    ]
+    for args, file, why in cases:
+        code, out, err = h.config("set", *args)
+        check(code == 2 and out == "" and f"{file}: {args[0]} entry " in err and why in err
+              and "write it without; nothing was changed" in err and err.count("\n") == 1, args, code, out, err)
+    check(all(h.read(f) == text for f, text in before.items()), "a refused entry changed a file")
+    # The forms both readers take alike are written: a bracket without '[.' or '[=', a backslash
+    # before another character, and removing is never refused.
+    check(h.config("set", "security.deniedPaths", "--add", "/srv/[[:digit:]=.]x")[0] == 0)
+    check(h.config("set", "security.deniedPaths", "--add", "/srv/a\\[1]")[0] == 0)
+    check(h.load(h.global_file)["security"]["deniedPaths"] == ["~/.aws", "/srv/[[:digit:]=.]x", "/srv/a\\[1]"])
+    code, out, err = h.dhara("doctor")
+    check("cannot load its policy" not in out + err, out, err)
+    h.close()
+
+
 def test_values_are_json_when_they_parse_and_whole_numbers_stay_whole():
     h = Home()
     check(h.config("set", "extensions.callTimeoutMs", "1e5")[0] == 0)
