@@ -1,7 +1,8 @@
 // libFuzzer target for `dhara config set KEY VALUE`: the first byte picks a key of the table
 // (and the global or project file), the rest is the VALUE as typed. check_setting_value must
 // agree with the file parser on the file config set would write, and name the key and file
-// when it refuses.
+// when it refuses. For the path lists, path_rules_refusal must pass exactly what the path
+// rules compile: an entry it lets through is never refused or ignored there.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/json_text.hpp"
+#include "policy/path_rules.hpp"
 #include "policy/settings.hpp"
 
 using namespace dhara::policy;
@@ -102,5 +104,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     settings s = merge_settings(reread->layer, nullptr, nullptr, ctx).effective;
     require(effective_value(s, key) == *value);
   }
+  // The rules a session compiles from this file alone (a global file, or a trusted project).
+  const bool denied = key.name == "security.deniedPaths";
+  if (!denied && key.name != "security.allowedPaths") return 0;
+  auto why = path_rules_refusal(key, *value, file);
+  settings_layer global;
+  if (kind == layer_kind::project) global.trusted_projects = std::vector<std::string>{ctx.project_root};
+  const settings s = kind == layer_kind::global ? merge_settings(reread->layer, nullptr, nullptr, ctx).effective
+                                                : merge_settings(global, &reread->layer, nullptr, ctx).effective;
+  auto rules = compile_path_rules({s.allowed_paths, s.denied_paths, ctx.home, ctx.dhara_home, ctx.project_root},
+                                  lexical_resolver{});
+  bool ignored = false;
+  if (rules)
+    for (const auto& p : rules->problems) ignored = ignored || p.find("' ignored: ") != std::string::npos;
+  require(why.has_value() == (!rules || ignored));
+  if (why) require(why->message.starts_with(std::string(file) + ": " + std::string(key.name) + " entry "));
   return 0;
 }
