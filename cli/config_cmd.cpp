@@ -17,8 +17,10 @@
 
 #include "cli/commands.hpp"
 #include "io/files.hpp"
+#include "io/path_resolver.hpp"
 #include "io/settings_file.hpp"
 #include "policy/json_text.hpp"
+#include "policy/path_rules.hpp"
 #include "policy/settings.hpp"
 #include "policy/text.hpp"
 
@@ -331,6 +333,22 @@ void report_effect(const io::locations& where, const policy::setting_key* key, s
   }
   for (const auto& w : view->merged.warnings)
     if (mentions(w, name)) warn(w);
+  // What the path rules compiled from the merged lists say of this list's entries (a range
+  // that matches no byte, an allowed glob that misses its own name, a folder whose name holds
+  // glob characters), as doctor shows them. Refused entries never got this far.
+  if (key && (key->name == "security.allowedPaths" || key->name == "security.deniedPaths")) {
+    const auto& eff = view->merged.effective;
+    const std::string list = std::string(key->name.substr(key->name.find('.') + 1)) + " entry ";
+    auto rules = policy::compile_path_rules(
+        {eff.allowed_paths, eff.denied_paths, where.home, where.dhara_home, where.project_root},
+        io::real_path_resolver{});
+    if (!rules) {  // an entry written by hand: config set refuses to write one
+      warn(rules.err().message + " (a session here will refuse to start until that is fixed)");
+      return;
+    }
+    for (const auto& p : rules->problems)
+      if (p.starts_with(list)) warn(p);
+  }
   if (key && !project && view->project && find_at(view->project->doc, name))
     std::fprintf(stderr, "dhara: note: %s also sets %s; a session in %s uses %s\n",
                  io::project_settings_path(where.project_root).c_str(), std::string(name).c_str(),

@@ -238,6 +238,32 @@ def test_path_entries_the_rules_refuse_are_refused_before_writing():
     h.close()
 
 
+def test_set_says_what_the_path_rules_make_of_the_list():
+    """After a path list changes, what doctor would say of its entries is printed: written, with
+    a warning; and an entry written by hand that stops every session is named."""
+    h = Home()
+    os.makedirs(os.path.join(h.project, "app[2]"))
+    code, out, err = h.config("set", "security.deniedPaths", "--add", "/srv/[z-a]x")
+    check(code == 0 and out.startswith("added") and
+          "warning: deniedPaths entry '/srv/[z-a]x' holds the range 'z-a'" in err, code, out, err)
+    code, _, err = h.config("set", "security.allowedPaths", '["/srv/a[b]"]')
+    check(code == 0 and "warning: allowedPaths entry '/srv/a[b]' is read as a glob" in err, code, err)
+    check("deniedPaths entry" not in err, "only the list that changed is spoken of", err)
+    folder = os.path.join(h.project, "app[2]")
+    code, _, err = h.config("set", "security.deniedPaths", "--add", "app[2]/*.env", "--project")
+    check(code == 0 and f"denies nothing inside the folder '{folder}' that exists" in err, code, err)
+    # An entry the rules refuse, written by hand: any change to the list names it.
+    doc = h.load(h.global_file)
+    doc["security"]["deniedPaths"].append("/x/[[.a.]]")
+    h.write(h.global_file, json.dumps(doc))
+    code, _, err = h.config("set", "security.deniedPaths", "--remove", "/srv/[z-a]x")
+    check(code == 0 and "'/x/[[.a.]]' holds '[.' or '[=' in a bracket" in err and
+          "a session here will refuse to start until that is fixed" in err, code, err)
+    code, _, err = h.config("set", "security.deniedPaths", "--remove", "/x/[[.a.]]")
+    check(code == 0 and "refuse to start" not in err, code, err)
+    h.close()
+
+
 def test_values_are_json_when_they_parse_and_whole_numbers_stay_whole():
     h = Home()
     check(h.config("set", "extensions.callTimeoutMs", "1e5")[0] == 0)
