@@ -25,12 +25,26 @@ int main(int argc, char** argv) {
   add_sandbox_command(app, ctx);
   add_bench_command(app, ctx);
   // An unknown command gets a sentence naming it (CLI11 would only say a subcommand is needed).
+  // The agent session of the seed document (`dhara --mode approve "<prompt>"`) needs a model
+  // provider this dhara does not have: that is said, with what runs tool calls the same way.
+  constexpr const char* no_session =
+      "dhara: an agent session (dhara --mode approve|review \"<prompt>\") needs a model provider, which "
+      "this dhara does not have yet; to run tool calls with a human in the loop, use 'dhara run --calls "
+      "FILE --mode approve' (or review), or 'dhara serve --stdio' under an agent core\n";
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
+    if (word == "--mode" || word.starts_with("--mode=")) {
+      std::fputs(no_session, stderr);
+      return 2;
+    }
     if (word.starts_with('-')) continue;  // global flags come before the command
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(std::string(word));
     if (!known) {
+      if (word.find_first_of(" \t") != std::string_view::npos) {  // a prompt, not a command
+        std::fputs(no_session, stderr);
+        return 2;
+      }
       std::fprintf(stderr, "dhara: '%s' is not a dhara command; see 'dhara --help'\n", argv[i]);
       return 2;
     }

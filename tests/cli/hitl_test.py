@@ -245,6 +245,29 @@ def test_approve_and_review_need_a_terminal():
         h.close()
 
 
+def test_the_seed_agent_session_says_what_to_use_instead():
+    """`dhara --mode approve "<prompt>"` (the seed document's agent session) needs a model
+    provider: on a terminal or not, it says so in one sentence naming `run --mode`, exit 2,
+    and nothing runs or is audited."""
+    h = Home()
+    try:
+        before = h.audit()  # the approval Home made
+        for args in (["--mode", "approve", "Refactor the auth module"], ["--mode", "review", "Add unit tests for auth"],
+                     ["-v", "--mode=approve", "x"], ["Refactor the auth module"]):
+            out = subprocess.run([DHARA] + args, env=h.env, cwd=h.project, capture_output=True, text=True,
+                                 start_new_session=True)
+            assert out.returncode == 2 and out.stdout == "", (args, out.returncode, out.stdout)
+            assert out.stderr.count("\n") == 1 and "an agent session" in out.stderr and "needs a model provider" in out.stderr \
+                and "'dhara run --calls FILE --mode approve'" in out.stderr, (args, out.stderr)
+            code, shown, _ = on_pty(h, args, [])
+            assert code == 2 and "needs a model provider" in shown, (args, code, shown)
+        assert h.audit() == before, h.audit()[len(before):]
+        out = subprocess.run([DHARA, "frob"], env=h.env, cwd=h.project, capture_output=True, text=True)
+        assert out.returncode == 2 and out.stderr == "dhara: 'frob' is not a dhara command; see 'dhara --help'\n", out.stderr
+    finally:
+        h.close()
+
+
 def test_ctrl_c_stops_a_batch_like_q():
     h = Home()
     try:
