@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "io/sandbox_support.hpp"
 #include "policy/audit_entry.hpp"
 #include "policy/json_text.hpp"
+#include "policy/text.hpp"
 #include "sandbox/launcher.hpp"
 #include "policy/settings.hpp"
 
@@ -599,12 +601,18 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
   // Keep the last N matching lines while streaming through every file.
   std::deque<std::pair<std::string, json>> kept;
   std::size_t unreadable = 0;
+  // With --extension, the names the trail holds (a few hundred at most are kept), so that a
+  // name no entry carries (a typo) is told apart from entries that do not match.
+  std::set<std::string, std::less<>> named;
+  constexpr std::size_t max_names = 512;
   const auto select = [&](std::string_view raw, const std::function<void(std::string_view, json&)>& take) {
     auto parsed = policy::parse_json_text(raw, "");
     if (!parsed || !parsed->is_object()) {
       ++unreadable;
       return;
     }
+    if (!filter.extension.empty() && named.size() < max_names)
+      if (const std::string name = field(*parsed, "extension"); !name.empty()) named.insert(name);
     if (filter.matches(*parsed)) take(raw, *parsed);
   };
   trail_reader reader(dir);
@@ -632,6 +640,13 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     }
   } else if (kept.empty() && !o.follow) {
     std::printf("No audit entries%s.\n", o.extension.empty() && !o.denied_only && o.since.empty() ? "" : " match");
+    if (!o.extension.empty() && !named.contains(o.extension)) {
+      std::vector<std::string> shown;  // printable: a crafted line cannot reach the terminal raw
+      for (const std::string& n : named) shown.push_back(policy::printable_excerpt(n));
+      std::vector<std::string_view> names(shown.begin(), shown.end());
+      std::fprintf(stderr, "dhara: note: no audit entry names the extension '%s'%s\n",
+                   policy::printable_excerpt(o.extension).c_str(), policy::did_you_mean(o.extension, names).c_str());
+    }
     return 0;
   } else {
     std::vector<audit_row> rows;

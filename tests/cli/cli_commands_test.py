@@ -133,6 +133,12 @@ def test_audit_log_lists_filters_and_verifies():
     assert len(lines) == 4 and "\033[" not in out, out  # no colour when stdout is not a terminal
     code, out, _ = h.dhara("doctor", "--audit-log", "--extension", "web-tools")
     assert len(out.splitlines()) == 2 and "revoked by the user" in out, out
+    # A name no entry carries (a typo) is told apart from entries that do not match.
+    code, out, err = h.dhara("doctor", "--audit-log", "--extension", "web-tool")
+    assert code == 0 and out == "No audit entries match.\n", out
+    assert err == "dhara: note: no audit entry names the extension 'web-tool' (did you mean 'web-tools'?)\n", err
+    code, out, err = h.dhara("doctor", "--audit-log", "--extension", "notes", "--denied-only")
+    assert code == 0 and out == "No audit entries match.\n" and err == "", (out, err)
     code, out, _ = h.dhara("doctor", "--audit-log", "--denied-only")
     assert len(out.splitlines()) == 3 and "notes" not in out, out
     code, out, _ = h.dhara("doctor", "--audit-log", "--json", "-n", "1")
