@@ -13,6 +13,18 @@ int main(int argc, char** argv) {
   CLI::App app{"dhara — the security core of a coding-agent harness", "dhara"};
   app.set_version_flag("--version", "dhara 0.1.0");
   app.require_subcommand(1);
+  // A usage error in one line, named by the command it is in: "dhara run: --calls is
+  // required; see 'dhara run --help'" (CLI11's own way is two lines, without the command).
+  app.failure_message([](const CLI::App* top, const CLI::Error& e) {
+    std::string command = "dhara";
+    for (const CLI::App* at = top; !at->get_subcommands().empty();) {
+      at = at->get_subcommands().front();
+      command += " " + at->get_name();
+    }
+    std::string what = e.what();
+    while (!what.empty() && (what.back() == '\n' || what.back() == '.')) what.pop_back();
+    return command + ": " + what + "; see '" + command + " --help'\n";
+  });
   command_context ctx;
   app.add_flag("-v,--verbose", ctx.g.verbose, "Log debug details to stderr and the log file");
   app.add_flag("--no-prompt", ctx.g.no_prompt, "Never ask on the terminal: pending capabilities are denied");
@@ -37,7 +49,12 @@ int main(int argc, char** argv) {
       std::fputs(no_session, stderr);
       return 2;
     }
-    if (word.starts_with('-')) continue;  // global flags come before the command
+    if (word.starts_with('-')) {  // global flags come before the command
+      if (app.get_option_no_throw(std::string(word.substr(0, word.find('=')))) != nullptr) continue;
+      std::fprintf(stderr, "dhara: '%s' is not an option of dhara itself (those are -v, --no-prompt, --help and "
+                   "--version); a command's options follow it; see 'dhara --help'\n", argv[i]);
+      return 2;
+    }
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(std::string(word));
     if (!known) {
