@@ -184,11 +184,11 @@ bool is_list(setting_type type);
 std::optional<error> check_setting_value(const setting_key& key, const nlohmann::json& value,
                                          std::string_view file, layer_kind kind);
 
-/// For security.allowedPaths and security.deniedPaths: the first entry of `value` that the
-/// path rules refuse to compile (read_apart: `\\/`, `[.` or `[=` in a bracket), as "`file`:
-/// security.deniedPaths entry '…' <why>". A file holding such a denied entry stops every
-/// session, an allowed one is ignored; `config set` refuses both before writing. nullopt for
-/// other keys, and for values check_setting_value refuses.
+/// For security.allowedPaths and security.deniedPaths, once check_setting_value accepted
+/// `value`: the first entry that the path rules refuse to compile (read_apart: a backslash
+/// before `/`, or `[.` or `[=` in a bracket), as `file`: security.deniedPaths entry "…" <why>,
+/// the entry read as written. A file holding such a denied entry stops every session, an
+/// allowed one is ignored; `config set` refuses both before writing. nullopt for other keys.
 std::optional<error> path_rules_refusal(const setting_key& key, const nlohmann::json& value, std::string_view file);
 
 /// Why a project file may never hold this value, whatever the trust (trustedProjects;
