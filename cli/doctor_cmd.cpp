@@ -631,6 +631,15 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     std::fprintf(stderr, "dhara: warning: %zu audit line(s) are not JSON; run 'dhara doctor --audit-log --verify'\n",
                  unreadable);
 
+  if (kept.empty() && !o.extension.empty() && !named.contains(o.extension)) {
+    std::vector<std::string> shown;  // printable: a crafted line cannot reach the terminal raw
+    for (const std::string& n : named) shown.push_back(policy::printable_excerpt(n));
+    std::vector<std::string_view> names(shown.begin(), shown.end());
+    std::fprintf(stderr, "dhara: note: no audit entry names the extension '%s'%s%s\n",
+                 policy::printable_excerpt(o.extension).c_str(), o.follow ? " so far" : "",
+                 policy::did_you_mean(o.extension, names).c_str());
+  }
+
   const bool terminal = ::isatty(1) == 1;
   audit_table table(terminal, style::for_stdout(), o.follow);
   if (o.json) {
@@ -640,13 +649,6 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     }
   } else if (kept.empty() && !o.follow) {
     std::printf("No audit entries%s.\n", o.extension.empty() && !o.denied_only && o.since.empty() ? "" : " match");
-    if (!o.extension.empty() && !named.contains(o.extension)) {
-      std::vector<std::string> shown;  // printable: a crafted line cannot reach the terminal raw
-      for (const std::string& n : named) shown.push_back(policy::printable_excerpt(n));
-      std::vector<std::string_view> names(shown.begin(), shown.end());
-      std::fprintf(stderr, "dhara: note: no audit entry names the extension '%s'%s\n",
-                   policy::printable_excerpt(o.extension).c_str(), policy::did_you_mean(o.extension, names).c_str());
-    }
     return 0;
   } else {
     std::vector<audit_row> rows;

@@ -137,6 +137,8 @@ def test_audit_log_lists_filters_and_verifies():
     code, out, err = h.dhara("doctor", "--audit-log", "--extension", "web-tool")
     assert code == 0 and out == "No audit entries match.\n", out
     assert err == "dhara: note: no audit entry names the extension 'web-tool' (did you mean 'web-tools'?)\n", err
+    code, out, err = h.dhara("doctor", "--audit-log", "--extension", "web-tool", "--json")
+    assert code == 0 and out == "" and "no audit entry names the extension 'web-tool'" in err, (out, err)
     code, out, err = h.dhara("doctor", "--audit-log", "--extension", "notes", "--denied-only")
     assert code == 0 and out == "No audit entries match.\n" and err == "", (out, err)
     code, out, _ = h.dhara("doctor", "--audit-log", "--denied-only")
