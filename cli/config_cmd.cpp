@@ -342,12 +342,11 @@ void report_effect(const io::locations& where, const policy::setting_key* key, s
     auto rules = policy::compile_path_rules(
         {eff.allowed_paths, eff.denied_paths, where.home, where.dhara_home, where.project_root},
         io::real_path_resolver{});
-    if (!rules) {  // an entry written by hand: config set refuses to write one
+    if (!rules)  // an entry written by hand: config set refuses to write one
       warn(rules.err().message + " (a session here will refuse to start until that is fixed)");
-      return;
-    }
-    for (const auto& p : rules->problems)
-      if (p.starts_with(list)) warn(p);
+    else
+      for (const auto& p : rules->problems)
+        if (p.starts_with(list)) warn(p);
   }
   if (key && !project && view->project && find_at(view->project->doc, name))
     std::fprintf(stderr, "dhara: note: %s also sets %s; a session in %s uses %s\n",

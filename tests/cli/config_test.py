@@ -259,6 +259,7 @@ def test_set_says_what_the_path_rules_make_of_the_list():
     code, _, err = h.config("set", "security.deniedPaths", "--remove", "/srv/[z-a]x")
     check(code == 0 and "'/x/[[.a.]]' holds '[.' or '[=' in a bracket" in err and
           "a session here will refuse to start until that is fixed" in err, code, err)
+    check(f"{h.project_file} also sets security.deniedPaths" in err, "the override note still follows", err)
     code, _, err = h.config("set", "security.deniedPaths", "--remove", "/x/[[.a.]]")
     check(code == 0 and "refuse to start" not in err, code, err)
     h.close()

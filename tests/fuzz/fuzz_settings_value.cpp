@@ -120,8 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& p : rules->problems)
       for (const auto& a : s.allowed_paths) ignored = ignored || p.starts_with("allowedPaths entry '" + a + "' ignored: ");
   // What it passes always compiles. What it refuses, the compile refuses too, unless the
-  // session's normalization drops the form from an entry ('/a\\/', '/a/[[.x.]]/..'): config set
-  // refuses such an entry as written (fail closed).
+  // session's normalization drops the form from an entry (a backslash before a last '/',
+  // '/a/[[.x.]]/..'): config set refuses such an entry as written (fail closed).
   require(why.has_value() || (rules && !ignored));
   bool normal = true;
   for (const json& e : *value)
