@@ -578,7 +578,7 @@ void add_config_commands(CLI::App& app, command_context& ctx) {
   set->callback([&ctx, o] {
     int given = !o->value.empty() + !o->add.empty() + !o->remove.empty();
     if (given != 1)
-      throw CLI::ValidationError("set", given == 0 ? "give a VALUE (or --add/--remove ENTRY for a list key)"
+      throw CLI::ValidationError(given == 0 ? "give a VALUE (or --add/--remove ENTRY for a list key)"
                                                    : "give either a VALUE or --add/--remove, not both");
     ctx.action = [o] { return config_set(*o); };
   });

@@ -1,12 +1,89 @@
 // The dhara command line: the global flags, then each command group registers itself
 // (cli/*_cmd.cpp) and main runs the action the parsed command chose.
+#include <algorithm>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "policy/text.hpp"
+
+namespace {
+
+namespace policy = dhara::policy;
+
+// Words for CLI11's option types in a message: "INT" is "a whole number".
+std::string_view type_in_words(const CLI::Option* opt) {
+  const std::string type = opt == nullptr ? std::string() : opt->get_type_name();
+  if (type.find("INT") != std::string::npos) return "a whole number";
+  if (type.find("FLOAT") != std::string::npos || type.find("NUMBER") != std::string::npos) return "a number";
+  return "a value";
+}
+
+// What is wrong with a command line CLI11 refused, said for a user, without the command's
+// name (the caller adds it). `top` is dhara, `at` the deepest command the line reached.
+std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Error& e, std::span<char*> argv) {
+  std::string what = e.what();
+  while (!what.empty() && (what.back() == '\n' || what.back() == '.')) what.pop_back();
+  // A word no option of the command took. CLI11 reports a missing required option before it
+  // ("dhara run --call x" said "--calls is required") and lists such words backwards; the
+  // first one on the line, named with the nearest option or command, is what to fix.
+  std::vector<std::string> extras = top.remaining(true);
+  if (!extras.empty() && (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+                          dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
+    std::string first = extras.front();
+    for (char* word : argv.subspan(1))
+      if (std::find(extras.begin(), extras.end(), word) != extras.end()) {
+        first = word;
+        break;
+      }
+    std::vector<std::string> names;
+    const bool option = first.starts_with('-');
+    if (option) {
+      for (const CLI::Option* opt : at.get_options()) {
+        for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+        for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
+      }
+    } else {
+      for (const CLI::App* sub : at.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+    }
+    const std::vector<std::string_view> candidates(names.begin(), names.end());
+    const std::string shown = "'" + policy::terminal_safe(first) + "'";
+    const std::string hint = policy::did_you_mean(first.substr(0, first.find('=')), candidates);
+    if (option) return shown + " is not an option of this command" + hint;
+    if (!names.empty()) return shown + " is not one of its commands" + hint;
+    return shown + " is more than this command takes";
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && what == "A subcommand is required") {
+    std::string list;
+    for (const CLI::App* sub : at.get_subcommands([](const CLI::App*) { return true; }))
+      list += (list.empty() ? "" : ", ") + sub->get_name();
+    return "give one of its commands: " + list;
+  }
+  // "--calls: 1 required INT missing": the option was given last, without its value.
+  if (const auto colon = what.find(": "); dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
+                                          colon != std::string::npos && what.ends_with(" missing")) {
+    const std::string name = what.substr(0, colon);
+    return name + " needs " + std::string(type_in_words(at.get_option_no_throw(name))) + " after it";
+  }
+  // "Could not convert: --calls = abc".
+  if (constexpr std::string_view head = "Could not convert: ";
+      dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && what.starts_with(head)) {
+    const auto eq = what.find(" = ", head.size());
+    if (eq != std::string::npos) {
+      const std::string name = what.substr(head.size(), eq - head.size());
+      return name + " takes " + std::string(type_in_words(at.get_option_no_throw(name))) + ", not '" +
+             policy::terminal_safe(what.substr(eq + 3)) + "'";
+    }
+  }
+  return policy::terminal_safe(what);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace dhara::cli;
@@ -15,15 +92,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   // A usage error in one line, named by the command it is in: "dhara run: --calls is
   // required; see 'dhara run --help'" (CLI11's own way is two lines, without the command).
-  app.failure_message([](const CLI::App* top, const CLI::Error& e) {
+  app.failure_message([argc, argv](const CLI::App* top, const CLI::Error& e) {
     std::string command = "dhara";
-    for (const CLI::App* at = top; !at->get_subcommands().empty();) {
+    const CLI::App* at = top;  // the deepest command the line reached
+    while (!at->get_subcommands().empty()) {
       at = at->get_subcommands().front();
       command += " " + at->get_name();
     }
-    std::string what = e.what();
-    while (!what.empty() && (what.back() == '\n' || what.back() == '.')) what.pop_back();
-    return command + ": " + what + "; see '" + command + " --help'\n";
+    return command + ": " + usage_problem(*top, *at, e, std::span(argv, static_cast<std::size_t>(argc))) + "; see '" +
+           command + " --help'\n";
   });
   command_context ctx;
   app.add_flag("-v,--verbose", ctx.g.verbose, "Log debug details to stderr and the log file");
@@ -62,7 +139,10 @@ int main(int argc, char** argv) {
         std::fputs(no_session, stderr);
         return 2;
       }
-      std::fprintf(stderr, "dhara: '%s' is not a dhara command; see 'dhara --help'\n", argv[i]);
+      std::vector<std::string_view> commands;
+      for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+      std::fprintf(stderr, "dhara: '%s' is not a dhara command%s; see 'dhara --help'\n",
+                   policy::terminal_safe(word).c_str(), policy::did_you_mean(word, commands).c_str());
       return 2;
     }
     break;

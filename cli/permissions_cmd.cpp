@@ -286,7 +286,7 @@ void add_permissions_commands(CLI::App& config, command_context& ctx) {
   cap->excludes(approve->add_flag("--all", o->all, "Every capability the manifest declares"));
   approve->callback([&ctx, o] {
     if (o->capability.empty() && !o->all)
-      throw CLI::ValidationError("approve", "give a capability (e.g. network:fetch) or --all");
+      throw CLI::ValidationError("give a capability (e.g. network:fetch) or --all");
     ctx.action = [&ctx, o] { return permissions_change(ctx.g, "approve", o->extension, o->capability, o->all); };
   });
   auto* revoke = perms->add_subcommand("revoke", "Deny a capability from now on (running sessions too)");

@@ -34,8 +34,16 @@ def test_usage_errors_are_one_line_naming_the_command():
     cases = [
         (["run"], "dhara run: --calls is required; see 'dhara run --help'\n"),
         (["serve"], "dhara serve: --stdio is required; see 'dhara serve --help'\n"),
-        (["config"], "dhara config: A subcommand is required; see 'dhara config --help'\n"),
-        (["bench", "--calls", "abc"], "dhara bench: Could not convert: --calls = abc; see 'dhara bench --help'\n"),
+        (["config"], "dhara config: give one of its commands: get, set, unset, permissions; "
+                     "see 'dhara config --help'\n"),
+        (["config", "permissions", "approve", "web-tools"],
+         "dhara config permissions approve: give a capability (e.g. network:fetch) or --all; "
+         "see 'dhara config permissions approve --help'\n"),
+        (["config", "set", "security.level"],
+         "dhara config set: give a VALUE (or --add/--remove ENTRY for a list key); see 'dhara config set --help'\n"),
+        (["bench", "--calls", "abc"], "dhara bench: --calls takes a whole number, not 'abc'; see 'dhara bench --help'\n"),
+        (["bench", "--calls"], "dhara bench: --calls needs a whole number after it; see 'dhara bench --help'\n"),
+        (["run", "--calls"], "dhara run: --calls needs a value after it; see 'dhara run --help'\n"),
         (["doctor", "--audit-log", "-n", "x"],
          "dhara doctor: -n: Value x not in range 0 to 100000000; see 'dhara doctor --help'\n"),
     ]
@@ -52,12 +60,49 @@ def test_usage_errors_are_one_line_naming_the_command():
 def test_unknown_commands_and_options_are_named():
     code, out, err, left = dhara("frob")
     assert (code, out, err) == (2, "", "dhara: 'frob' is not a dhara command; see 'dhara --help'\n"), (code, out, err)
+    code, out, err, left = dhara("docter")
+    assert (code, out, err) == (2, "", "dhara: 'docter' is not a dhara command (did you mean 'doctor'?); "
+                                "see 'dhara --help'\n"), (code, out, err)
+    code, out, err, left = dhara()
+    assert (code, out, err) == (2, "", "dhara: give one of its commands: demo, extensions, run, serve, config, "
+                                "doctor, sandbox, bench; see 'dhara --help'\n"), (code, out, err)
     for args in (["--bogus"], ["--calls", "x", "run"], ["-v", "--frob=1", "doctor"]):
         code, out, err, left = dhara(*args)
         word = args[-2] if args[0] == "-v" else args[0]
         assert code == 2 and out == "" and err.count("\n") == 1 and \
             err.startswith(f"dhara: '{word}' is not an option of dhara itself") and \
             "a command's options follow it" in err, (args, code, err)
+        assert left == [], (args, left)
+
+
+def test_a_word_the_command_does_not_take_is_named_first():
+    # CLI11 reports a missing required option before a word no option took, and lists such
+    # words backwards: 'dhara run --call x' said '--calls is required'. The first word on the
+    # line that the command does not take is what to fix; it is named, with the nearest name.
+    cases = [
+        (["run", "--call", "calls.jsonl"],
+         "dhara run: '--call' is not an option of this command (did you mean '--calls'?); see 'dhara run --help'\n"),
+        (["run", "--foo"], "dhara run: '--foo' is not an option of this command; see 'dhara run --help'\n"),
+        (["run", "--calls", "c.jsonl", "extra", "word"],
+         "dhara run: 'extra' is more than this command takes; see 'dhara run --help'\n"),
+        (["doctor", "--audit-logs"],
+         "dhara doctor: '--audit-logs' is not an option of this command (did you mean '--audit-log'?); "
+         "see 'dhara doctor --help'\n"),
+        (["config", "permisions", "list"],
+         "dhara config: 'permisions' is not one of its commands (did you mean 'permissions'?); "
+         "see 'dhara config --help'\n"),
+        (["config", "permissions", "approve", "x", "y", "z"],
+         "dhara config permissions approve: 'z' is more than this command takes; "
+         "see 'dhara config permissions approve --help'\n"),
+        (["sandbox", "exec", "--bogus", "--", "true"],
+         "dhara sandbox exec: '--bogus' is not an option of this command; see 'dhara sandbox exec --help'\n"),
+        (["run", "--calls", "c.jsonl", "--mod\x1b"],  # a control byte is not sent to the terminal
+         "dhara run: '--mod?' is not an option of this command (did you mean '--mode'?); "
+         "see 'dhara run --help'\n"),
+    ]
+    for args, expected in cases:
+        code, out, err, left = dhara(*args)
+        assert (code, out, err) == (2, "", expected), (args, code, out, err)
         assert left == [], (args, left)
 
 
