@@ -579,7 +579,7 @@ void add_config_commands(CLI::App& app, command_context& ctx) {
     int given = !o->value.empty() + !o->add.empty() + !o->remove.empty();
     if (given != 1)
       throw CLI::ValidationError(given == 0 ? "give a VALUE (or --add/--remove ENTRY for a list key)"
-                                                   : "give either a VALUE or --add/--remove, not both");
+                                            : "give either a VALUE or --add/--remove, not both");
     ctx.action = [o] { return config_set(*o); };
   });
 
