@@ -336,7 +336,7 @@ void report_effect(const io::locations& where, const policy::setting_key* key, s
   // What the path rules compiled from the merged lists say of this list's entries (a range
   // that matches no byte, an allowed glob that misses its own name, a folder whose name holds
   // glob characters), as doctor shows them. Refused entries never got this far.
-  if (key && (key->name == "security.allowedPaths" || key->name == "security.deniedPaths")) {
+  if (key && policy::is_path_rules_key(key->name)) {
     const auto& eff = view->merged.effective;
     const std::string list = std::string(key->name.substr(key->name.find('.') + 1)) + " entry ";
     auto rules = policy::compile_path_rules(

@@ -497,7 +497,7 @@ class merger {
                                          std::string_view key, bool keep_bad) {
     std::vector<std::string> out;
     out.reserve(list.size());
-    const bool pattern = key == "security.allowedPaths" || key == "security.deniedPaths";
+    const bool pattern = is_path_rules_key(key);
     for (const std::string& w : list) {
       auto a = absolute(w, kind, pattern);
       if (a) {
@@ -805,6 +805,10 @@ bool is_list(setting_type type) {
   return false;
 }
 
+bool is_path_rules_key(std::string_view name) {
+  return name == "security.allowedPaths" || name == "security.deniedPaths";
+}
+
 std::optional<error> check_setting_value(const setting_key& key, const nlohmann::json& value,
                                          std::string_view file, layer_kind kind) {
   try {
@@ -827,8 +831,7 @@ std::optional<error> check_setting_value(const setting_key& key, const nlohmann:
 }
 
 std::optional<error> path_rules_refusal(const setting_key& key, const nlohmann::json& value, std::string_view file) {
-  if ((key.name != "security.allowedPaths" && key.name != "security.deniedPaths") || !value.is_array())
-    return std::nullopt;
+  if (!is_path_rules_key(key.name) || !value.is_array()) return std::nullopt;
   for (const json& e : value) {
     if (!e.is_string()) continue;
     // Relative (project) entries and `~` are anchored at an escaped root or home, which adds

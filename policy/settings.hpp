@@ -178,6 +178,10 @@ std::string suggest_setting_key(std::string_view name);
 /// True for list-valued keys (paths, patterns, names).
 bool is_list(setting_type type);
 
+/// True for security.allowedPaths and security.deniedPaths, the two lists the path rules
+/// compile: their entries are globs, anchored at the project, the home or "/".
+bool is_path_rules_key(std::string_view name);
+
 /// Checks one value of `key` as it would stand in a `kind` file, by the very rules of
 /// parse_settings (type, allowed names, range, path form): nullopt when it is acceptable,
 /// else the parser's error naming `file` and the key.

@@ -106,8 +106,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(effective_value(s, key) == *value);
   }
   // The rules a session compiles from this file alone (a global file, or a trusted project).
+  if (!is_path_rules_key(key.name)) return 0;
   const bool denied = key.name == "security.deniedPaths";
-  if (!denied && key.name != "security.allowedPaths") return 0;
   auto why = path_rules_refusal(key, *value, file);
   settings_layer global;
   if (kind == layer_kind::project) global.trusted_projects = std::vector<std::string>{ctx.project_root};
