@@ -879,12 +879,24 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
 
   for (auto& b : builtin_denials(in))
     if (auto err = add(set.denied, b.folder, std::move(b.written), true, true, b.leaf)) return *err;
+  // `add`'s messages name the entry ("'X' is not an absolute path"). Said after the entry is
+  // named, the message goes on without it: "deniedPaths entry 'X' is not an absolute path",
+  // "allowedPaths entry 'X' ignored: it is not …". nullopt for a message that does not.
+  auto said_of = [](const std::string& entry, const std::string& message) -> std::optional<std::string> {
+    const std::string quoted = "'" + entry + "' ";
+    if (!message.starts_with(quoted)) return std::nullopt;
+    return message.substr(quoted.size());
+  };
   for (const std::string& d : in.denied)
-    if (auto err = add(set.denied, d, d, true))
-      return make_error(err->code, "deniedPaths entry '" + d + "': " + err->message);
+    if (auto err = add(set.denied, d, d, true)) {
+      const auto rest = said_of(d, err->message);
+      return make_error(err->code, "deniedPaths entry '" + d + "'" + (rest ? " " + *rest : ": " + err->message));
+    }
   for (const std::string& a : in.allowed)
-    if (auto err = add(set.allowed, a, a, false))
-      set.problems.push_back("allowedPaths entry '" + a + "' ignored: " + err->message);
+    if (auto err = add(set.allowed, a, a, false)) {
+      const auto rest = said_of(a, err->message);
+      set.problems.push_back("allowedPaths entry '" + a + "' ignored: " + (rest ? "it " + *rest : err->message));
+    }
   set.denied_ids = std::make_shared<const std::vector<file_id>>(std::move(denied_ids));
   build_trie(set);
   return set;
