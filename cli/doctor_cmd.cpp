@@ -568,8 +568,13 @@ int doctor_verify(const std::string& dir) {
                 static_cast<unsigned long long>(v->first_bad_line), v->why.c_str());
     return 1;
   }
-  std::printf("audit trail OK: %llu lines in %zu file(s), seq %llu to %llu%s\n", static_cast<unsigned long long>(v->lines),
-              v->files.size(), static_cast<unsigned long long>(v->first_seq), static_cast<unsigned long long>(v->last_seq),
+  if (v->lines == 0) {  // nothing to chain: no "seq 0 to 0"
+    std::printf("audit trail OK: no entries yet in %s\n", dir.c_str());
+    return 0;
+  }
+  std::printf("audit trail OK: %llu line%s in %zu file%s, seq %llu to %llu%s\n", static_cast<unsigned long long>(v->lines),
+              v->lines == 1 ? "" : "s", v->files.size(), v->files.size() == 1 ? "" : "s",
+              static_cast<unsigned long long>(v->first_seq), static_cast<unsigned long long>(v->last_seq),
               v->anchored ? " (older files were rotated away: the first kept line anchors the chain)" : "");
   return 0;
 }
