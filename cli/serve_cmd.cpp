@@ -109,7 +109,9 @@ void on_line(const global_options& g, std::string_view line, const std::string& 
              session_end& end, server_session& open) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
   auto msg = io::parse_rpc(line);
-  if (!msg) return out.write_line(io::encode_error(nullptr, io::rpc_error_code(msg.err()), msg.err().message));
+  if (!msg)
+    return out.write_line(
+        io::encode_error(io::refused_request_id(line), io::rpc_error_code(msg.err()), msg.err().message));
   if (open.s) return broker::send_to_server(open.server, std::move(*msg));
   auto* req = std::get_if<io::rpc_request>(&*msg);
   if (!req) return;  // notifications and stray responses before initialize mean nothing

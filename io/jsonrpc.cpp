@@ -197,6 +197,18 @@ policy::result<rpc_message> parse_rpc(std::string_view line) {
   }
 }
 
+json refused_request_id(std::string_view line) {
+  try {
+    auto doc = policy::parse_json_text(line, "", rpc_max_depth);
+    if (!doc || !doc->is_object() || doc->contains("result") || doc->contains("error")) return nullptr;
+    const auto id = doc->find("id");
+    if (id == doc->end() || !valid_id(*id)) return nullptr;
+    return std::move(*id);
+  } catch (const std::exception&) {  // allocation failure: the id cannot be read
+    return nullptr;
+  }
+}
+
 int rpc_error_code(const policy::error& parse_failure) {
   return parse_failure.code == errc::parse_error ? rpc_error::parse : rpc_error::invalid_request;
 }

@@ -73,6 +73,12 @@ policy::result<rpc_message> parse_rpc(std::string_view line);
 /// The error code to answer a parse_rpc failure with: parse or invalid_request.
 int rpc_error_code(const policy::error& parse_failure);
 
+/// The id to answer a line parse_rpc refused with: the line's "id" when it is a JSON object
+/// that is not a response (no "result" or "error") and its "id" is a string or an integer, so
+/// that a client waiting for that id hears why; else null, as JSON-RPC 2.0 answers a request
+/// whose id cannot be read. Never throws.
+nlohmann::json refused_request_id(std::string_view line);
+
 /// One request line, without "\n". `id`: integer or string; null `params` is left out.
 std::string encode_request(const nlohmann::json& id, std::string_view method,
                            const nlohmann::json& params);

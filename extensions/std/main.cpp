@@ -124,7 +124,7 @@ void on_line(std::string_view line) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank
   auto msg = io::parse_rpc(line);
   if (!msg) {
-    send_line(io::encode_error(nullptr, io::rpc_error_code(msg.err()), msg.err().message));
+    send_line(io::encode_error(io::refused_request_id(line), io::rpc_error_code(msg.err()), msg.err().message));
     return;
   }
   if (auto* r = std::get_if<io::rpc_request>(&*msg)) {

@@ -187,7 +187,18 @@ def test_errors_of_section_5():
         assert m["id"] is None and m["error"]["code"] == -32700, m
         s.raw(b'{"jsonrpc": "2.0", "id": 99}\n')
         m = s.read()
-        assert m["error"]["code"] == -32600, m
+        assert m["id"] == 99 and m["error"]["code"] == -32600, m
+        # A request refused as a whole is answered with its id when the id can be read, so the
+        # client waiting for it hears why (JSON-RPC 2.0 answers null only where it cannot).
+        for line, want in ((b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": "x"}\n', 6),
+                           (b'{"id": "a-7", "method": "tools/list"}\n', "a-7"),
+                           (b'{"jsonrpc": "2.0", "id": 8, "method": 5}\n', 8),
+                           (b'{"jsonrpc": "2.0", "id": [8], "method": "tools/list"}\n', None),
+                           (b'{"jsonrpc": "2.0", "id": 9, "result": 1, "error": {}}\n', None),
+                           (b'[{"jsonrpc": "2.0", "id": 10, "method": "tools/list"}]\n', None)):
+            s.raw(line)
+            m = s.read()
+            assert m["id"] == want and m["error"]["code"] == -32600, (line, m)
         # Still serving after all of it; EOF is a shutdown.
         assert s.call("tools/call", {"tool": "echo", "input": {"text": "alive"}})["result"]["content"][0]["text"] == "alive"
         s.proc.stdin.close()

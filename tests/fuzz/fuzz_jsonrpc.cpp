@@ -94,10 +94,15 @@ void check_line(std::string_view line) {
     const bool accepted = nlohmann::json::accept(line);
     if (!accepted) require(e.code == errc::parse_error);
     if (accepted && e.code == errc::parse_error) require(e.message.find("deeper than 256") != std::string::npos);
-    // The error answer for it is itself a valid line.
-    const auto answer = dhara::io::encode_error(nullptr, dhara::io::rpc_error_code(e), e.message);
+    // The id it is answered with is null, a string or an integer, null for a line that is not
+    // JSON; the error answer for it is itself a valid line, carrying that id.
+    const nlohmann::json id = dhara::io::refused_request_id(line);
+    require(id.is_null() || id.is_string() || id.is_number_integer());
+    if (!accepted) require(id.is_null());
+    const auto answer = dhara::io::encode_error(id, dhara::io::rpc_error_code(e), e.message);
     const auto back = dhara::io::parse_rpc(answer);
-    require(back && std::get<dhara::io::rpc_error_response>(*back).message == e.message);
+    require(back && std::get<dhara::io::rpc_error_response>(*back).message == e.message &&
+            std::get<dhara::io::rpc_error_response>(*back).id == id);
     return;
   }
   const std::string encoded = dhara::io::encode(*parsed);

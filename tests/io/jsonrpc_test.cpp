@@ -17,6 +17,7 @@ using dhara::io::encode_request;
 using dhara::io::encode_result;
 using dhara::io::parse_rpc;
 using dhara::io::rpc_error_code;
+using dhara::io::refused_request_id;
 using dhara::io::rpc_error_response;
 using dhara::io::rpc_message;
 using dhara::io::rpc_notification;
@@ -277,6 +278,33 @@ TEST_CASE("malformed lines give the right error code", "[io][jsonrpc]") {
     CHECK_THAT(m.err().message, Catch::Contains(r.says));
     CHECK(printable_ascii(m.err().message));
     CHECK(rpc_error_code(m.err()) == (r.code == errc::parse_error ? rpc_error::parse : rpc_error::invalid_request));
+  }
+}
+
+TEST_CASE("a refused request is answered with its id where the id can be read", "[io][jsonrpc]") {
+  // JSON-RPC 2.0 answers null only when the id cannot be detected; a client waiting for id 6
+  // must hear why its request was refused.
+  const std::vector<std::pair<std::string, nlohmann::json>> table = {
+      {R"({"jsonrpc":"2.0","id":6,"method":"m","params":"x"})", 6},
+      {R"({"id":"a-7","method":"m"})", "a-7"},
+      {R"({"jsonrpc":"1.0","id":-3,"method":"m"})", -3},
+      {R"({"jsonrpc":"2.0","id":8,"method":5})", 8},
+      {R"({"jsonrpc":"2.0","id":1})", 1},
+      // Not readable as an id, or not a request: null.
+      {R"({"jsonrpc":"2.0","id":1.5,"method":"m"})", nullptr},
+      {R"({"jsonrpc":"2.0","id":[8],"method":"m"})", nullptr},
+      {R"({"jsonrpc":"2.0","id":null,"method":"m"})", nullptr},
+      {R"({"jsonrpc":"2.0","method":"m","params":3})", nullptr},
+      {R"({"jsonrpc":"2.0","id":9,"result":1,"error":{}})", nullptr},
+      {R"({"jsonrpc":"2.0","id":9,"method":"m","error":{}})", nullptr},
+      {R"([{"jsonrpc":"2.0","id":10,"method":"m"}])", nullptr},
+      {R"({"jsonrpc":"2.0","id":11,"method":"m",})", nullptr},
+      {"not json", nullptr},
+  };
+  for (const auto& [line, id] : table) {
+    CAPTURE(line);
+    REQUIRE_FALSE(parse_rpc(line));
+    CHECK(refused_request_id(line) == id);
   }
 }
 
