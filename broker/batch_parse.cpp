@@ -4,10 +4,28 @@
 
 #include "io/jsonrpc.hpp"
 #include "policy/json_text.hpp"
+#include "policy/text.hpp"
 
 namespace dhara::broker {
 
 using json = nlohmann::json;
+
+namespace {
+
+// What keeps a line's JSON from being a call, or "" when it is one.
+std::string not_a_call(const json& doc) {
+  if (!doc.is_object()) return "it is a JSON " + std::string(policy::json_type_name(doc)) + ", not an object";
+  const auto tool = doc.find("tool");
+  if (tool == doc.end()) return "it names no \"tool\"";
+  if (!tool->is_string()) return "\"tool\" must be a string, got " + std::string(policy::json_type_name(*tool));
+  if (const auto input = doc.find("input"); input != doc.end() && !input->is_object())
+    return "\"input\" must be an object, got " + std::string(policy::json_type_name(*input));
+  if (const auto ext = doc.find("extension"); ext != doc.end() && !ext->is_string())
+    return "\"extension\" must be a string, got " + std::string(policy::json_type_name(*ext));
+  return {};
+}
+
+}  // namespace
 
 std::vector<batch_call> parse_batch(std::string_view text) {
   std::vector<batch_call> calls;
@@ -28,12 +46,10 @@ std::vector<batch_call> parse_batch(std::string_view text) {
       std::string why = parsed.err().message;
       if (why.starts_with("line 1, column ")) why = why.substr(8);
       c.error_message = "batch line " + std::to_string(line_no) + " is not JSON (" + why + ")";
-    } else if (!doc.is_object() || !doc.contains("tool") || !doc["tool"].is_string() ||
-               (doc.contains("input") && !doc["input"].is_object()) ||
-               (doc.contains("extension") && !doc["extension"].is_string())) {
+    } else if (std::string why = not_a_call(doc); !why.empty()) {
       c.error_code = io::rpc_error::invalid_request;
-      c.error_message = "batch line " + std::to_string(line_no) +
-                        " is not a call: expected {\"tool\": \"name\", \"input\": {...}} with optional \"extension\" and \"id\"";
+      c.error_message = "batch line " + std::to_string(line_no) + " is not a call: " + why +
+                        " (a call is {\"tool\": \"name\", \"input\": {...}} with optional \"extension\" and \"id\")";
     } else {
       c.tool = doc["tool"].get<std::string>();
       if (doc.contains("input")) c.input = doc["input"];

@@ -136,6 +136,34 @@ TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer",
   CHECK(testing::new_fds(fds_before) == std::vector<std::string>{});  // no descriptor leaked
 }
 
+TEST_CASE("a batch line that is not a call says what keeps it from being one", "[host][batch]") {
+  const auto calls = broker::parse_batch(
+      "[1]\n"
+      "{\"input\": {}}\n"
+      "{\"tool\": 5}\n"
+      "{\"tool\": \"echo\", \"input\": \"text\", \"id\": \"mine\"}\n"
+      "{\"tool\": \"echo\", \"extension\": [\"x\"]}\n"
+      "{\"tool\": \"echo\", \"input\": {}, \"extension\": \"echo-py\", \"more\": 1}\n");
+  REQUIRE(calls.size() == 6);
+  const std::string shape = R"( (a call is {"tool": "name", "input": {...}} with optional "extension" and "id"))";
+  const std::vector<std::string> why = {
+      "batch line 1 is not a call: it is a JSON array, not an object",
+      "batch line 2 is not a call: it names no \"tool\"",
+      "batch line 3 is not a call: \"tool\" must be a string, got number",
+      "batch line 4 is not a call: \"input\" must be an object, got string",
+      "batch line 5 is not a call: \"extension\" must be a string, got array",
+  };
+  for (std::size_t i = 0; i < why.size(); ++i) {
+    CAPTURE(i);
+    CHECK(calls[i].error_code == io::rpc_error::invalid_request);
+    CHECK(calls[i].error_message == why[i] + shape);
+  }
+  CHECK(calls[3].id == "mine");  // the line's own id, even on a line that is not a call
+  CHECK(calls[5].error_code == 0);  // members it does not know are left alone
+  CHECK(calls[5].tool == "echo");
+  CHECK(calls[5].extension == "echo-py");
+}
+
 TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent batch", "[runtime][host]") {
   home.add_extension("crash");
   home.add_extension("echo-py");
