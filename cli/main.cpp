@@ -80,6 +80,23 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
              policy::terminal_safe(what.substr(eq + 3)) + "'";
     }
   }
+  // A checked value: "--concurrency: Value 0 not in range 1 to 1024", "--mode: x not in {a,b}".
+  if (const auto colon = what.find(": "); dynamic_cast<const CLI::ValidationError*>(&e) != nullptr &&
+                                          colon != std::string::npos) {
+    const std::string name = what.substr(0, colon);
+    const std::string_view rest = std::string_view(what).substr(colon + 2);
+    if (const auto range = rest.find(" not in range "); rest.starts_with("Value ") && range != std::string_view::npos) {
+      return name + " takes " + std::string(type_in_words(at.get_option_no_throw(name))) + " from " +
+             std::string(rest.substr(range + 14)) +
+             ", not '" + policy::terminal_safe(rest.substr(6, range - 6)) + "'";
+    }
+    if (const auto set = rest.find(" not in {"); set != std::string_view::npos && rest.ends_with("}")) {
+      std::string members(rest.substr(set + 9, rest.size() - set - 10));
+      for (std::size_t comma = members.find(','); comma != std::string::npos; comma = members.find(',', comma + 2))
+        members.replace(comma, 1, ", ");
+      return name + " takes one of " + members + ", not '" + policy::terminal_safe(rest.substr(0, set)) + "'";
+    }
+  }
   return policy::terminal_safe(what);
 }
 

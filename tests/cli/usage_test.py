@@ -45,7 +45,13 @@ def test_usage_errors_are_one_line_naming_the_command():
         (["bench", "--calls"], "dhara bench: --calls needs a whole number after it; see 'dhara bench --help'\n"),
         (["run", "--calls"], "dhara run: --calls needs a value after it; see 'dhara run --help'\n"),
         (["doctor", "--audit-log", "-n", "x"],
-         "dhara doctor: -n: Value x not in range 0 to 100000000; see 'dhara doctor --help'\n"),
+         "dhara doctor: -n takes a whole number from 0 to 100000000, not 'x'; see 'dhara doctor --help'\n"),
+        (["run", "--calls", "c.jsonl", "-j", "0"],
+         "dhara run: --concurrency takes a whole number from 1 to 1024, not '0'; see 'dhara run --help'\n"),
+        (["run", "--calls", "c.jsonl", "--mode", "sometimes"],
+         "dhara run: --mode takes one of auto, approve, review, not 'sometimes'; see 'dhara run --help'\n"),
+        (["serve", "--stdio", "--mode=x"],
+         "dhara serve: --mode takes one of auto, approve, review, not 'x'; see 'dhara serve --help'\n"),
     ]
     for args, expected in cases:
         code, out, err, left = dhara(*args)
