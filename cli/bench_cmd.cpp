@@ -602,17 +602,14 @@ int usage_error(const std::string& sentence) {
 }
 
 int run_bench(const global_options& g, const bench_options& o) {
-  if (o.extensions < 1 || o.extensions > 1000) return usage_error("--extensions must be between 1 and 1000.");
-  if (o.calls < 1 || o.calls > 100000000) return usage_error("--calls must be between 1 and 100000000.");
-  if (o.inflight < 1 || o.inflight > 65536) return usage_error("--inflight must be between 1 and 65536.");
-  if (o.warmup_given && (o.warmup < 0 || o.warmup > 100000000))
-    return usage_error("--warmup must be between 0 and 100000000.");
-  if (o.durability != "none" && o.durability != "write" && o.durability != "fsync")
-    return usage_error("--durability '" + o.durability + "' is not one of none, write, fsync.");
+  // The parser checked the ranges and sets (add_bench_command); this only guards the counts'
+  // conversions to unsigned should another caller skip it.
+  if (o.extensions < 1 || o.calls < 1 || o.inflight < 1 || o.warmup < 0)
+    return usage_error("--extensions, --calls and --inflight must be at least 1, --warmup at least 0");
   const char* folder_name = o.runtime == "native" ? "echo-native" : o.runtime == "python" ? "echo-py"
                           : o.runtime == "node"   ? "echo-node"
                                                   : nullptr;
-  if (!folder_name) return usage_error("--runtime '" + o.runtime + "' is not one of native, python, node.");
+  if (!folder_name) return usage_error("--runtime takes one of native, python, node, not '" + o.runtime + "'");
   fs::path echo_src = fs::path(exe_dir()) / "extensions" / folder_name;
   std::error_code ec;
   bool present = o.runtime == "native" ? fs::is_regular_file(echo_src / "echo-native", ec)
@@ -849,14 +846,20 @@ int run_bench(const global_options& g, const bench_options& o) {
 void add_bench_command(CLI::App& app, command_context& ctx) {
   auto o = std::make_shared<bench_options>();
   auto* bench = app.add_subcommand("bench", "Measure the whole system: tool calls through a real session, next to raw baselines");
-  bench->add_option("--extensions", o->extensions, "Copies of the bench echo extension to start (default 4)");
-  bench->add_option("--calls", o->calls, "Tool calls to run (default 20000)");
-  bench->add_option("--inflight", o->inflight, "Calls in flight at once (default 16)");
+  // The ranges and sets are checked by the parser, so a bad value is said as every usage
+  // error is ("dhara bench: --calls takes a whole number from 1 to 100000000, not '0'; …").
+  bench->add_option("--extensions", o->extensions, "Copies of the bench echo extension to start (default 4)")
+      ->check(CLI::Range(1, 1000));
+  bench->add_option("--calls", o->calls, "Tool calls to run (default 20000)")->check(CLI::Range(1, 100000000));
+  bench->add_option("--inflight", o->inflight, "Calls in flight at once (default 16)")->check(CLI::Range(1, 65536));
   auto* warmup = bench->add_option("--warmup", o->warmup,
                     "Calls run first on each side and not measured, so that caches and a JIT runtime are warm "
-                    "(default: as many as --calls, at most 20000; 0 for a cold start)");
-  bench->add_option("--durability", o->durability, "Audit durability: none, write or fsync (default write)");
-  bench->add_option("--runtime", o->runtime, "Bench extension runtime: native (default), python or node");
+                    "(default: as many as --calls, at most 20000; 0 for a cold start)")
+      ->check(CLI::Range(0, 100000000));
+  bench->add_option("--durability", o->durability, "Audit durability: none, write or fsync (default write)")
+      ->check(CLI::IsMember({"none", "write", "fsync"}));
+  bench->add_option("--runtime", o->runtime, "Bench extension runtime: native (default), python or node")
+      ->check(CLI::IsMember({"native", "python", "node"}));
   bench->add_flag("--json", o->json, "Print one JSON object instead of the table");
   bench->footer("Runs in a fresh temporary DHARA_HOME and HOME (yours are never touched), verifies the audit "
                 "trail and exits 1 if it does not hold.\nExamples:\n  dhara bench\n  dhara bench --durability fsync "

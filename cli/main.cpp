@@ -24,6 +24,13 @@ std::string_view type_in_words(const CLI::Option* opt) {
   return "a value";
 }
 
+// The option of that name in `at` or a command above it (global flags are dhara's own).
+const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
+  for (const CLI::App* app = &at; app != nullptr; app = app->get_parent())
+    if (const CLI::Option* opt = app->get_option_no_throw(name)) return opt;
+  return nullptr;
+}
+
 // What is wrong with a command line CLI11 refused, said for a user, without the command's
 // name (the caller adds it). `top` is dhara, `at` the deepest command the line reached.
 std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Error& e, std::span<char*> argv) {
@@ -68,7 +75,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
   if (const auto colon = what.find(": "); dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
                                           colon != std::string::npos && what.ends_with(" missing")) {
     const std::string name = what.substr(0, colon);
-    return name + " needs " + std::string(type_in_words(at.get_option_no_throw(name))) + " after it";
+    return name + " needs " + std::string(type_in_words(option_named(at, name))) + " after it";
   }
   // "Could not convert: --calls = abc".
   if (constexpr std::string_view head = "Could not convert: ";
@@ -76,7 +83,9 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const auto eq = what.find(" = ", head.size());
     if (eq != std::string::npos) {
       const std::string name = what.substr(head.size(), eq - head.size());
-      return name + " takes " + std::string(type_in_words(at.get_option_no_throw(name))) + ", not '" +
+      if (const CLI::Option* opt = option_named(at, name); opt != nullptr && opt->get_expected_max() == 0)
+        return name + " is a flag: give it without a value";  // "--json=maybe"
+      return name + " takes " + std::string(type_in_words(option_named(at, name))) + ", not '" +
              policy::terminal_safe(what.substr(eq + 3)) + "'";
     }
   }
@@ -86,7 +95,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const std::string name = what.substr(0, colon);
     const std::string_view rest = std::string_view(what).substr(colon + 2);
     if (const auto range = rest.find(" not in range "); rest.starts_with("Value ") && range != std::string_view::npos) {
-      return name + " takes " + std::string(type_in_words(at.get_option_no_throw(name))) + " from " +
+      return name + " takes " + std::string(type_in_words(option_named(at, name))) + " from " +
              std::string(rest.substr(range + 14)) +
              ", not '" + policy::terminal_safe(rest.substr(6, range - 6)) + "'";
     }
