@@ -96,8 +96,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const std::string_view rest = std::string_view(what).substr(colon + 2);
     if (const auto range = rest.find(" not in range "); rest.starts_with("Value ") && range != std::string_view::npos) {
       return name + " takes " + std::string(type_in_words(option_named(at, name))) + " from " +
-             std::string(rest.substr(range + 14)) +
-             ", not '" + policy::terminal_safe(rest.substr(6, range - 6)) + "'";
+             std::string(rest.substr(range + 14)) + ", not '" + policy::terminal_safe(rest.substr(6, range - 6)) + "'";
     }
     if (const auto set = rest.find(" not in {"); set != std::string_view::npos && rest.ends_with("}")) {
       std::string members(rest.substr(set + 9, rest.size() - set - 10));
