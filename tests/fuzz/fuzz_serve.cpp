@@ -81,7 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!msg) {
       const int code = rpc::rpc_error_code(msg.err());
       require(code == rpc::rpc_error::parse || code == rpc::rpc_error::invalid_request);
-      check_error_line(rpc::encode_error(nullptr, code, msg.err().message), json(nullptr), code);
+      // Answered as serve answers it: with the id when it can be read (cli/serve_cmd.cpp).
+      const json id = rpc::refused_request_id(line);
+      check_error_line(rpc::encode_error(id, code, msg.err().message), id, code);
       continue;
     }
     if (const auto* req = std::get_if<rpc::rpc_request>(&*msg)) {
