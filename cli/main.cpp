@@ -24,6 +24,13 @@ std::string_view type_in_words(const CLI::Option* opt) {
   return "a value";
 }
 
+// The names of a command's own commands, in the order its help lists them.
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
 // The option of that name in `at` or a command above it (global flags are dhara's own).
 const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
   for (const CLI::App* app = &at; app != nullptr; app = app->get_parent())
@@ -56,7 +63,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
         for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
       }
     } else {
-      for (const CLI::App* sub : at.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      names = command_names(at);
     }
     const std::vector<std::string_view> candidates(names.begin(), names.end());
     const std::string shown = "'" + policy::terminal_safe(first) + "'";
@@ -67,8 +74,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
   }
   if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && what == "A subcommand is required") {
     std::string list;
-    for (const CLI::App* sub : at.get_subcommands([](const CLI::App*) { return true; }))
-      list += (list.empty() ? "" : ", ") + sub->get_name();
+    for (const std::string& name : command_names(at)) list += (list.empty() ? "" : ", ") + name;
     return "give one of its commands: " + list;
   }
   // "--calls: 1 required INT missing": the option was given last, without its value.
@@ -164,8 +170,8 @@ int main(int argc, char** argv) {
         std::fputs(no_session, stderr);
         return 2;
       }
-      std::vector<std::string_view> commands;
-      for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+      const std::vector<std::string> names = command_names(app);
+      const std::vector<std::string_view> commands(names.begin(), names.end());
       std::fprintf(stderr, "dhara: '%s' is not a dhara command%s; see 'dhara --help'\n",
                    policy::terminal_safe(word).c_str(), policy::did_you_mean(word, commands).c_str());
       return 2;
