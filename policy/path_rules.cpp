@@ -887,11 +887,16 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
     if (!message.starts_with(quoted)) return std::nullopt;
     return message.substr(quoted.size());
   };
-  for (const std::string& d : in.denied)
+  for (std::size_t i = 0; i < in.denied.size(); ++i) {
+    const std::string& d = in.denied[i];
+    const std::size_t before = set.denied.size();
     if (auto err = add(set.denied, d, d, true)) {
       const auto rest = said_of(d, err->message);
       return make_error(err->code, "deniedPaths entry '" + d + "'" + (rest ? " " + *rest : ": " + err->message));
     }
+    if (i < in.denied_named.size())  // the entries this one added (none when an earlier one covers it)
+      for (std::size_t k = before; k < set.denied.size(); ++k) set.denied[k].named_as = in.denied_named[i];
+  }
   for (const std::string& a : in.allowed)
     if (auto err = add(set.allowed, a, a, false)) {
       const auto rest = said_of(a, err->message);
@@ -1017,7 +1022,7 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
 
   path_matches lexical_match = match_path(rules, lexical);
   if (const path_entry* d = lexical_match.denied)
-    return deny("'" + std::string(raw) + "' is denied by the rule " + d->written, d->written);
+    return deny("'" + std::string(raw) + "' is denied by the rule " + rule_name(*d), d->written);
 
   std::string_view effective = lexical;
   std::string resolved_storage;
@@ -1033,7 +1038,7 @@ decision check_path(const path_rule_set& rules, std::string_view raw, std::strin
       path_matches resolved_match = match_path(rules, effective);
       if (const path_entry* d = resolved_match.denied)
         return deny("'" + std::string(raw) + "' resolves to '" + resolved_storage +
-                        "', which is denied by the rule " + d->written,
+                        "', which is denied by the rule " + rule_name(*d),
                     d->written);
       allowed = resolved_match.allowed;  // only the resolved form counts for allowing
     }

@@ -146,6 +146,10 @@ struct path_rules_input {
   /// its own manifest). The OS sandbox makes them read-only instead (each extension reads its
   /// own folder there): see `extension_dir_rule`.
   std::vector<std::string> extension_dirs = {};
+  /// For each entry of `denied`, how a denial's reason names it, when not as in `denied`: the
+  /// entry as the user wrote it and where (settings::denied_paths_named). May be shorter than
+  /// `denied` or empty; an empty name means the entry's text.
+  std::vector<std::string> denied_named = {};
 };
 
 /// The start of the `written` text of the built-in denial of an extensions folder; the
@@ -161,7 +165,12 @@ struct path_entry {
                                ///< character, unescaped and compared as text; only the rest is
                                ///< matched as a glob. A built-in's folder is taken whole, glob
                                ///< characters and all (a project named `app[2]`).
+  std::string named_as = {};   ///< a denied entry: how a reason names it when not `written`
+                               ///< ("~/.aws/ (deniedPaths in ~/.dhara/config.json)")
 };
+
+/// How a denial's reason names `e`: as the user wrote it and where, when known.
+inline const std::string& rule_name(const path_entry& e) { return e.named_as.empty() ? e.written : e.named_as; }
 
 /// `e` as a glob(3) pattern without GLOB_NOESCAPE: its literal part (for an entry that is no
 /// glob, all of it) with `*`, `?`, `[` and `\` escaped, the rest as it is (its escapes mean

@@ -531,10 +531,28 @@ class merger {
     return out;
   }
 
+  // A layer's deniedPaths, added to the others' (the first layer to name a path names it in
+  // reasons). convert_paths keeps a bad denied entry, so its list lines up with the layer's.
   void add_denied(const settings_layer& l, layer_kind kind) {
     if (!l.denied_paths) return;
-    for (auto& d : convert_paths(*l.denied_paths, kind, "security.deniedPaths", true))
-      add_unique(out_.effective.denied_paths, std::move(d));
+    auto converted = convert_paths(*l.denied_paths, kind, "security.deniedPaths", true);
+    settings& e = out_.effective;
+    for (std::size_t i = 0; i < converted.size() && i < l.denied_paths->size(); ++i) {
+      if (std::find(e.denied_paths.begin(), e.denied_paths.end(), converted[i]) != e.denied_paths.end()) continue;
+      e.denied_paths.push_back(std::move(converted[i]));
+      e.denied_paths_named.push_back((*l.denied_paths)[i] + " (deniedPaths " + where_said(kind) + ")");
+    }
+  }
+
+  // Where a layer's entry was written, for a reason: "in ~/.dhara/config.json" (the home
+  // shortened to `~` as entries write it), or "on the command line".
+  std::string where_said(layer_kind kind) const {
+    if (kind == layer_kind::cli) return "on the command line";
+    std::string file = kind == layer_kind::global ? global_file() : project_file();
+    const std::string& home = ctx_.home;
+    if (home.size() > 1 && file.starts_with(home) && file.size() > home.size() && file[home.size()] == '/')
+      file = "~" + file.substr(home.size());
+    return "in " + file;
   }
 
   void apply_as_given(const settings_layer& l, layer_kind kind) {

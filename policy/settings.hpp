@@ -77,6 +77,9 @@ struct settings {
   std::vector<std::string> trusted_authors;
   std::vector<std::string> allowed_paths;          ///< default: [project root]
   std::vector<std::string> denied_paths;           ///< user entries; built-ins are added later
+  /// For each of denied_paths, how a denial's reason names it: as its layer wrote it, and
+  /// where ("~/.aws/ (deniedPaths in ~/.dhara/config.json)"), for path_rules_input.
+  std::vector<std::string> denied_paths_named;
   std::vector<std::string> audit_ignore_patterns;
   std::vector<std::string> trusted_projects;
   policy::audit_durability audit_durability = policy::audit_durability::write;

@@ -85,6 +85,7 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
 
   path_rules_input paths{cfg.allowed_paths, cfg.denied_paths, in.home, in.dhara_home, in.project_root};
   paths.extension_dirs = cfg.protected_extension_dirs;
+  paths.denied_named = cfg.denied_paths_named;
   if (cfg.allowed_confined_to) {
     paths.confine_root = cfg.allowed_confined_to->project_root;
     paths.confine_within = cfg.allowed_confined_to->within;

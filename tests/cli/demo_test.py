@@ -132,10 +132,12 @@ def test_make_run_tells_the_whole_story():
     audit = out[out.index("$ dhara doctor --audit-log\n"):]
     denied = [l for l in audit.splitlines() if re.search(r"\sdenied\s", l)]
     for ext, cap, subject, reason in [
-            ("std", "filesystem:read", "~/.ssh/id_rsa", "is denied by the rule"),
+            ("std", "filesystem:read", "~/.ssh/id_rsa", "is denied by the rule built-in: ~/.ssh/"),
             ("web-tools", "network:fetch", "https://evil.example.net/upload", "network.outbound"),
             ("std", "filesystem:write", "src/app.ts", "is not approved for 'std'"),
-            ("file-stats", "filesystem:read", "~/.aws/credentials", "is denied by the rule"),
+            # A rule of the demo's config is named as written there, and where.
+            ("file-stats", "filesystem:read", "~/.aws/credentials",
+             "'~/.aws/credentials' is denied by the rule ~/.aws/ (deniedPaths in ~/.dhara/config.json)"),
             ("std", "process:spawn", "", "revoked by the user")]:
         assert any(ext in l and cap in l and subject in l and reason in l for l in denied), \
             f"no denial of {ext} {cap} {subject} ({reason}) in\n{audit}"

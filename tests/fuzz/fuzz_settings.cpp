@@ -26,6 +26,14 @@ bool contains(const std::vector<std::string>& list, const std::string& s) {
   return false;
 }
 
+// Each denied path has its name for reasons: as a layer wrote it, then where.
+const settings& check_named(const settings& s) {
+  require(s.denied_paths_named.size() == s.denied_paths.size());
+  for (const auto& n : s.denied_paths_named)
+    require(n.find(" (deniedPaths ") != std::string::npos && n.ends_with(")"));
+  return s;
+}
+
 // What a project may never do unless trusted: everything in `base` (the merge without the
 // project) must still hold in `merged`.
 void check_only_tightened(const settings& base, const settings& merged) {
@@ -71,9 +79,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     switch (kind) {
-      case layer_kind::global: merge_settings(parsed->layer, nullptr, nullptr, ctx); break;
-      case layer_kind::project: merge_settings(settings_layer{}, &parsed->layer, nullptr, ctx); break;
-      case layer_kind::cli: merge_settings(settings_layer{}, nullptr, &parsed->layer, ctx); break;
+      case layer_kind::global: check_named(merge_settings(parsed->layer, nullptr, nullptr, ctx).effective); break;
+      case layer_kind::project: check_named(merge_settings(settings_layer{}, &parsed->layer, nullptr, ctx).effective); break;
+      case layer_kind::cli: check_named(merge_settings(settings_layer{}, nullptr, &parsed->layer, ctx).effective); break;
     }
   }
 
@@ -86,6 +94,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!global || !project) return 0;
   settings base = merge_settings(global->layer, nullptr, nullptr, ctx).effective;
   merged_settings merged = merge_settings(global->layer, &project->layer, nullptr, ctx);
-  check_only_tightened(base, merged.effective);
+  check_only_tightened(check_named(base), check_named(merged.effective));
   return 0;
 }

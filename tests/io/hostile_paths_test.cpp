@@ -145,6 +145,19 @@ struct path_row {
 
 }  // namespace
 
+TEST_CASE("hostile tree: a denial after resolution names the rule as its config file wrote it", "[io][hostile][path]") {
+  trap_tree tr;
+  const temp_tree& t = tr.t;
+  tr.config.denied_paths_named = {"../secret (deniedPaths in ~/proj/.dhara/config.json)"};  // the first entry only
+  tr.snap = tr.compile();
+  CHECK(tr.decide("to-secret/key").reason == "'to-secret/key' resolves to '" + (t / "secret/key") +
+                                                 "', which is denied by the rule ../secret (deniedPaths in ~/proj/.dhara/config.json)");
+  CHECK(tr.decide(t / "secret/key").reason ==
+        "'" + (t / "secret/key") + "' is denied by the rule ../secret (deniedPaths in ~/proj/.dhara/config.json)");
+  CHECK(tr.decide("data-link/keys/k").reason == "'data-link/keys/k' resolves to '" + (t / "data/keys/k") +
+                                                    "', which is denied by the rule " + (t / "keys-link"));
+}
+
 TEST_CASE("hostile tree: symlink and dot-dot escapes are denied after resolution", "[io][hostile][path]") {
   trap_tree tr;
   const temp_tree& t = tr.t;

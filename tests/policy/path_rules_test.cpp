@@ -321,6 +321,25 @@ TEST_CASE("denial reasons name the rule as written", "[policy][path]") {
   CHECK(outside.reason.find("allowedPaths") != std::string::npos);
 }
 
+TEST_CASE("a denied entry given a name is named so in reasons, in each of its readings", "[policy][path]") {
+  path_rules_input in{{"/home/u"}, {"/home/u/.aws", "/home/u/proj/secrets[old]", "/home/u/tmp"}, home,
+                      "/home/u/.dhara", "/home/u/proj"};
+  in.denied_named = {"~/.aws/ (deniedPaths in ~/.dhara/config.json)",
+                     "secrets[old] (deniedPaths in ~/proj/.dhara/config.json)"};  // none for the third
+  auto r = compile_path_rules(in, lexical_resolver{});
+  REQUIRE(r);
+  decision d = check(*r, "/home/u/.aws/credentials");
+  CHECK(d.reason == "'/home/u/.aws/credentials' is denied by the rule ~/.aws/ (deniedPaths in ~/.dhara/config.json)");
+  CHECK(d.matched_rule == "/home/u/.aws");  // the rule itself is unchanged
+  // `secrets[old]` is denied as the name and as a glob (`secretso`): both say the entry.
+  for (std::string_view p : {"secrets[old]/key", "secretso/key"})
+    CHECK(check(*r, p).reason ==
+          "'" + std::string(p) + "' is denied by the rule secrets[old] (deniedPaths in ~/proj/.dhara/config.json)");
+  CHECK(check(*r, "/home/u/tmp/x").reason == "'/home/u/tmp/x' is denied by the rule /home/u/tmp");
+  // The built-ins keep their own names.
+  CHECK(check(*r, "/home/u/.ssh/id_rsa").reason == "'/home/u/.ssh/id_rsa' is denied by the rule built-in: ~/.ssh/");
+}
+
 TEST_CASE("a denied name holding glob characters is denied as written and as a glob", "[policy][path]") {
   // `secrets[old]` as a glob matches `secretso`, not the folder of that name: both are denied.
   auto r = rules({"/home/u/proj"}, {"/home/u/proj/secrets[old]", "/home/u/proj/a*b"});

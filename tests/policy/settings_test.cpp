@@ -435,6 +435,32 @@ TEST_CASE("deniedPaths accumulate across every layer and are never replaced", "[
   CHECK(m.effective.denied_paths == std::vector<std::string>{"/etc/passwd", "/home/u/.ssh"});
 }
 
+TEST_CASE("each denied path is named in reasons as its layer wrote it, and where", "[policy][settings]") {
+  auto g = layer_of(R"({"security": {"deniedPaths": ["/etc/passwd", "~/.ssh/"]}})", layer_kind::global);
+  g.denied_paths->push_back("~bob/x");  // as a file edited after parsing could not hold it: kept, and named
+  auto p = layer_of(R"({"security": {"deniedPaths": ["./secrets/", "/etc/passwd", "~/.ssh", "*.pem"]}})",
+                    layer_kind::project);
+  auto c = layer_of(R"({"security": {"deniedPaths": ["/var/x"]}})", layer_kind::cli);
+  auto e = merge_settings(g, &p, &c, ctx).effective;
+  // The first layer to name a path names it; a bad entry is kept as written, and named too.
+  CHECK(e.denied_paths == std::vector<std::string>{"/etc/passwd", "/home/u/.ssh", "~bob/x", "/home/u/proj/secrets",
+                                                   "/home/u/proj/*.pem", "/var/x"});
+  CHECK(e.denied_paths_named == std::vector<std::string>{
+                                    "/etc/passwd (deniedPaths in ~/.dhara/config.json)",
+                                    "~/.ssh/ (deniedPaths in ~/.dhara/config.json)",
+                                    "~bob/x (deniedPaths in ~/.dhara/config.json)",
+                                    "./secrets/ (deniedPaths in ~/proj/.dhara/config.json)",
+                                    "*.pem (deniedPaths in ~/proj/.dhara/config.json)",
+                                    "/var/x (deniedPaths on the command line)",
+                                });
+  // A file outside the home is named whole; a home of "/" shortens nothing.
+  const merge_context elsewhere{"/home/u", "/srv/dhara", "/work/app"};
+  CHECK(merge_settings(g, &p, nullptr, elsewhere).effective.denied_paths_named[1] ==
+        "~/.ssh/ (deniedPaths in /srv/dhara/config.json)");
+  CHECK(merge_settings(p, nullptr, nullptr, {"/", "/d", "/w"}).effective.denied_paths_named.back() ==
+        "*.pem (deniedPaths in /d/config.json)");
+}
+
 TEST_CASE("every loosening from an untrusted project is ignored with a warning saying how to trust it",
           "[policy][settings]") {
   struct row {
