@@ -141,7 +141,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
         std::size_t index = st.next++;
         const batch_call& c = st.calls[index];
         if (c.error_code != 0) {
-          finish_one(result_line(c, {}, actors::call_error(c.error_code, c.error_message)));
+          finish_one(result_line(c, c.extension, actors::call_error(c.error_code, c.error_message)));
           continue;
         }
         auto resolved = host.resolve(c.tool, c.extension);

@@ -50,6 +50,11 @@ std::vector<batch_call> parse_batch(std::string_view text) {
       c.error_code = io::rpc_error::invalid_request;
       c.error_message = "batch line " + std::to_string(line_no) + " is not a call: " + why +
                         " (a call is {\"tool\": \"name\", \"input\": {...}} with optional \"extension\" and \"id\")";
+      // Its result line names what it could read, so the user finds the call it meant.
+      if (doc.is_object()) {
+        if (auto t = doc.find("tool"); t != doc.end() && t->is_string()) c.tool = t->get<std::string>();
+        if (auto e = doc.find("extension"); e != doc.end() && e->is_string()) c.extension = e->get<std::string>();
+      }
     } else {
       c.tool = doc["tool"].get<std::string>();
       if (doc.contains("input")) c.input = doc["input"];

@@ -159,6 +159,11 @@ TEST_CASE("a batch line that is not a call says what keeps it from being one", "
     CHECK(calls[i].error_message == why[i] + shape);
   }
   CHECK(calls[3].id == "mine");  // the line's own id, even on a line that is not a call
+  // What it could read is kept for its result line: a string tool, a string extension.
+  CHECK((calls[0].tool.empty() && calls[1].tool.empty() && calls[2].tool.empty()));
+  CHECK((calls[3].tool == "echo" && calls[3].extension.empty()));
+  CHECK((calls[4].tool == "echo" && calls[4].extension.empty()));
+  CHECK(calls[3].input == nlohmann::json::object());  // never the bad input
   CHECK(calls[5].error_code == 0);  // members it does not know are left alone
   CHECK(calls[5].tool == "echo");
   CHECK(calls[5].extension == "echo-py");
@@ -179,8 +184,9 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
       "{\"tool\": \"echo-node/echo\", \"input\": {\"text\": \"fine\"}, \"id\": \"n\"}\n"
       "not json\n"
       "{\"input\": {}}\n"
-      "{\"tool\": \"nope\"}\n");
-  REQUIRE(calls.size() == 6);
+      "{\"tool\": \"nope\"}\n"
+      "{\"tool\": \"echo\", \"extension\": \"echo-py\", \"input\": \"text\"}\n");
+  REQUIRE(calls.size() == 7);
   std::FILE* out = std::tmpfile();
   auto sum = broker::run_batch(sys, host, calls, {.concurrency = 4, .session_id = "s", .cwd = home.project().string()}, out);
   std::rewind(out);
@@ -190,7 +196,7 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
   std::fclose(out);
   std::map<std::string, json> by_id;
   for (const json& line : json_lines(text)) by_id[line["id"].dump()] = line;
-  REQUIRE(by_id.size() == 6);
+  REQUIRE(by_id.size() == 7);
   CHECK(by_id["1"]["status"] == "ok");                       // echo-py sleep, concurrent with the crash
   CHECK(by_id["2"]["status"] == "error");
   CHECK(by_id["2"]["error"]["code"] == -32003);
@@ -198,7 +204,13 @@ TEST_CASE_METHOD(host_fixture, "a crash fails only its own call in a concurrent 
   CHECK(by_id["\"n\""]["result"]["content"][0]["text"] == "fine");
   CHECK(by_id["5"]["error"]["code"] == -32700);              // blank line 3 still counted
   CHECK(by_id["6"]["error"]["code"] == -32600);
+  CHECK((by_id["6"]["tool"] == "" && by_id["6"]["extension"].is_null()));  // nothing to name
   CHECK(by_id["7"]["error"]["code"] == -32601);
+  // A line that is not a call names the tool and extension it could read; it is not run.
+  CHECK(by_id["8"]["status"] == "error");
+  CHECK(by_id["8"]["error"]["code"] == -32600);
+  CHECK(by_id["8"]["tool"] == "echo");
+  CHECK(by_id["8"]["extension"] == "echo-py");
   CHECK(sum.exit_code == 4);
   // The next call to the crashed extension runs on its restarted process.
   std::FILE* again = std::tmpfile();

@@ -72,7 +72,12 @@ void check_entry(const batch_call& c, const numbered_line& line) {
   if (!is_call(*doc)) {
     require(c.error_code == dhara::io::rpc_error::invalid_request);
     require(c.error_message.starts_with(prefix + "is not a call"));
-    require(c.tool.empty() && c.extension.empty() && c.input == json::object());
+    // What could be read is kept for the result line: a string tool and extension.
+    auto text_of = [&](const char* key) {
+      auto it = doc->is_object() ? doc->find(key) : doc->end();
+      return doc->is_object() && it != doc->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    require(c.tool == text_of("tool") && c.extension == text_of("extension") && c.input == json::object());
     return;
   }
   require(c.error_code == 0 && c.error_message.empty());
