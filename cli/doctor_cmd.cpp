@@ -633,8 +633,8 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     std::fprintf(stderr, "dhara: warning: %s was not read: it is a symbolic link, not a regular file, or unreadable\n",
                  path.c_str());
   if (unreadable)
-    std::fprintf(stderr, "dhara: warning: %zu audit line(s) are not JSON; run 'dhara doctor --audit-log --verify'\n",
-                 unreadable);
+    std::fprintf(stderr, "dhara: warning: %zu audit %s not JSON; run 'dhara doctor --audit-log --verify'\n", unreadable,
+                 unreadable == 1 ? "line is" : "lines are");
 
   if (kept.empty() && !o.extension.empty() && !named.contains(o.extension)) {
     std::vector<std::string> shown;  // printable: a crafted line cannot reach the terminal raw
@@ -685,7 +685,8 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
         }
       });
     });
-    if (unreadable) std::fprintf(stderr, "dhara: warning: %zu new audit line(s) are not JSON\n", unreadable);
+    if (unreadable)
+      std::fprintf(stderr, "dhara: warning: %zu new audit %s not JSON\n", unreadable, unreadable == 1 ? "line is" : "lines are");
   }
 }
 
@@ -1188,7 +1189,8 @@ void print_report(const health_report& r) {
   p.section("Permissions");
   print_file(p, "", r.permissions,
              r.permissions.state == file_state::valid
-                 ? ": " + std::to_string(r.permission_entries) + " extension(s) recorded"
+                 ? ": " + std::to_string(r.permission_entries) + (r.permission_entries == 1 ? " extension" : " extensions") +
+                       " recorded"
                  : std::string());
 
   p.section("Audit trail");

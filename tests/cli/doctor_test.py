@@ -198,7 +198,7 @@ def test_healthy_home_exits_0_and_the_report_names_each_part():
     assert code == 0, (code, out, err)
     for part in ["Config", os.path.join(h.dh, "config.json"), "level", "standard", "Warnings",
                  "Extensions (checked, not started", os.path.join(h.dh, "extensions"), "hello 1.0.0",
-                 "ready to start", "Permissions", os.path.join(h.dh, "permissions.json"), "1 extension(s) recorded",
+                 "ready to start", "Permissions", os.path.join(h.dh, "permissions.json"), "1 extension recorded",
                  "Audit trail", "2 entries, seq 1 to 2", "hash chain verified in", "OS sandbox:",
                  "No problems found."]:
         assert part in out, (part, out)
@@ -308,6 +308,20 @@ def test_a_tampered_audit_line_exits_1_naming_it():
     brk = rep["audit"]["break"]
     assert rep["audit"]["verified"] is False and brk["file"] == path and brk["line"] == 2, rep
     assert rep["audit"]["entries"] == 1, rep
+    h.close()
+
+
+def test_audit_lines_that_are_not_json_are_counted_in_a_warning():
+    h = Home()
+    for verb in ["revoke", "approve"]:
+        h.change(verb)
+    path = os.path.join(h.dh, "audit.jsonl")
+    good = open(path).read()
+    for broken, said in [("not json\n", "1 audit line is not JSON"),
+                         ("not json\n{\n", "2 audit lines are not JSON")]:
+        open(path, "w").write(good + broken)
+        code, out, err = h.dhara("doctor", "--audit-log")
+        assert f"dhara: warning: {said}; run 'dhara doctor --audit-log --verify'\n" in err, (code, out, err)
     h.close()
 
 
