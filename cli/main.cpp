@@ -38,9 +38,24 @@ const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
   return nullptr;
 }
 
+// The command that has the option of that name itself: `at` or one above it, else null.
+const CLI::App* owner_of(const CLI::App& at, const std::string& name) {
+  for (const CLI::App* app = &at; app != nullptr; app = app->get_parent())
+    if (app->get_option_no_throw(name) != nullptr) return app;
+  return nullptr;
+}
+
+// "dhara config permissions" for that command.
+std::string command_path(const CLI::App& app) {
+  return app.get_parent() == nullptr ? std::string("dhara") : command_path(*app.get_parent()) + " " + app.get_name();
+}
+
 // What is wrong with a command line CLI11 refused, said for a user, without the command's
 // name (the caller adds it). `top` is dhara, `at` the deepest command the line reached.
-std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Error& e, std::span<char*> argv) {
+// `said_at` starts as `at`; it becomes the command whose own option the message is about
+// (dhara, for its global flags), whose name and help the caller then gives.
+std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Error& e, std::span<char*> argv,
+                          const CLI::App*& said_at) {
   std::string what = e.what();
   while (!what.empty() && (what.back() == '\n' || what.back() == '.')) what.pop_back();
   // A word no option of the command took. CLI11 reports a missing required option before it
@@ -67,7 +82,14 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     }
     const std::vector<std::string_view> candidates(names.begin(), names.end());
     const std::string shown = "'" + policy::terminal_safe(first) + "'";
-    const std::string hint = policy::did_you_mean(first.substr(0, first.find('=')), candidates);
+    const std::string name = first.substr(0, first.find('='));
+    // dhara's own flags come before the command (docs/cli.md): said so, with the line to type.
+    if (const CLI::App* owner = option ? owner_of(at, name) : nullptr; owner != nullptr && owner != &at) {
+      const std::string before = command_path(*owner), after = command_path(at).substr(before.size());
+      return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
+             policy::terminal_safe(name) + after + " …'";
+    }
+    const std::string hint = policy::did_you_mean(name, candidates);
     if (option) return shown + " is not an option of this command" + hint;
     if (!names.empty()) return shown + " is not one of its commands" + hint;
     return shown + " is more than this command takes";
@@ -89,6 +111,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const auto eq = what.find(" = ", head.size());
     if (eq != std::string::npos) {
       const std::string name = what.substr(head.size(), eq - head.size());
+      if (const CLI::App* owner = owner_of(at, name)) said_at = owner;  // "dhara --no-prompt=x doctor": dhara's
       if (const CLI::Option* opt = option_named(at, name); opt != nullptr && opt->get_expected_max() == 0)
         return name + " is a flag: give it without a value";  // "--json=maybe"
       return name + " takes " + std::string(type_in_words(option_named(at, name))) + ", not '" +
@@ -124,14 +147,12 @@ int main(int argc, char** argv) {
   // A usage error in one line, named by the command it is in: "dhara run: --calls is
   // required; see 'dhara run --help'" (CLI11's own way is two lines, without the command).
   app.failure_message([argc, argv](const CLI::App* top, const CLI::Error& e) {
-    std::string command = "dhara";
     const CLI::App* at = top;  // the deepest command the line reached
-    while (!at->get_subcommands().empty()) {
-      at = at->get_subcommands().front();
-      command += " " + at->get_name();
-    }
-    return command + ": " + usage_problem(*top, *at, e, std::span(argv, static_cast<std::size_t>(argc))) + "; see '" +
-           command + " --help'\n";
+    while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+    const CLI::App* said_at = at;
+    const std::string problem = usage_problem(*top, *at, e, std::span(argv, static_cast<std::size_t>(argc)), said_at);
+    const std::string command = command_path(*said_at);
+    return command + ": " + problem + "; see '" + command + " --help'\n";
   });
   command_context ctx;
   app.add_flag("-v,--verbose", ctx.g.verbose, "Log debug details to stderr and the log file");

@@ -58,8 +58,10 @@ def test_usage_errors_are_one_line_naming_the_command():
         (["bench", "--runtime", "ruby"],
          "dhara bench: --runtime takes one of native, python, node, not 'ruby'; see 'dhara bench --help'\n"),
         (["bench", "--json=maybe"], "dhara bench: --json is a flag: give it without a value; see 'dhara bench --help'\n"),
-        (["--no-prompt=x", "doctor"],
-         "dhara doctor: --no-prompt is a flag: give it without a value; see 'dhara doctor --help'\n"),
+        # dhara's own flag: said by dhara, whose help lists it (not doctor's, which does not).
+        (["--no-prompt=x", "doctor"], "dhara: --no-prompt is a flag: give it without a value; see 'dhara --help'\n"),
+        (["--verbose=maybe", "config", "get", "security.level"],
+         "dhara: --verbose is a flag: give it without a value; see 'dhara --help'\n"),
         (["serve", "--stdio", "--mode=x"],
          "dhara serve: --mode takes one of auto, approve, review, not 'x'; see 'dhara serve --help'\n"),
     ]
@@ -112,6 +114,16 @@ def test_a_word_the_command_does_not_take_is_named_first():
          "see 'dhara config permissions approve --help'\n"),
         (["sandbox", "exec", "--bogus", "--", "true"],
          "dhara sandbox exec: '--bogus' is not an option of this command; see 'dhara sandbox exec --help'\n"),
+        # dhara's own flags go before the command (docs/cli.md): the line to type is shown.
+        (["run", "--calls", "c.jsonl", "--no-prompt"],
+         "dhara run: '--no-prompt' is a flag of dhara itself: give it before the command, as in "
+         "'dhara --no-prompt run …'; see 'dhara run --help'\n"),
+        (["config", "permissions", "list", "-v"],
+         "dhara config permissions list: '-v' is a flag of dhara itself: give it before the command, as in "
+         "'dhara -v config permissions list …'; see 'dhara config permissions list --help'\n"),
+        (["run", "--no-prompt"],  # before the missing --calls, too
+         "dhara run: '--no-prompt' is a flag of dhara itself: give it before the command, as in "
+         "'dhara --no-prompt run …'; see 'dhara run --help'\n"),
         (["run", "--calls", "c.jsonl", "--mod\x1b"],  # a control byte is not sent to the terminal
          "dhara run: '--mod?' is not an option of this command (did you mean '--mode'?); "
          "see 'dhara run --help'\n"),
