@@ -86,6 +86,8 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     // dhara's own flags come before the command (docs/cli.md): said so, with the line to type.
     if (const CLI::App* owner = option ? owner_of(at, name) : nullptr; owner != nullptr && owner != &at) {
       const std::string before = command_path(*owner), after = command_path(at).substr(before.size());
+      if (owner->get_option_no_throw(name) == owner->get_version_ptr())  // it ends dhara at once: no command after it
+        return shown + " is a flag of " + before + " itself: run '" + before + " " + policy::terminal_safe(name) + "'";
       return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
              policy::terminal_safe(name) + after + " …'";
     }

@@ -121,6 +121,8 @@ def test_a_word_the_command_does_not_take_is_named_first():
         (["config", "permissions", "list", "-v"],
          "dhara config permissions list: '-v' is a flag of dhara itself: give it before the command, as in "
          "'dhara -v config permissions list …'; see 'dhara config permissions list --help'\n"),
+        (["config", "--version"],  # it ends dhara at once: nothing goes after it
+         "dhara config: '--version' is a flag of dhara itself: run 'dhara --version'; see 'dhara config --help'\n"),
         (["run", "--no-prompt"],  # before the missing --calls, too
          "dhara run: '--no-prompt' is a flag of dhara itself: give it before the command, as in "
          "'dhara --no-prompt run …'; see 'dhara run --help'\n"),
