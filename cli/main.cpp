@@ -31,18 +31,18 @@ std::vector<std::string> command_names(const CLI::App& app) {
   return names;
 }
 
-// The option of that name in `at` or a command above it (global flags are dhara's own).
-const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
-  for (const CLI::App* app = &at; app != nullptr; app = app->get_parent())
-    if (const CLI::Option* opt = app->get_option_no_throw(name)) return opt;
-  return nullptr;
-}
-
-// The command that has the option of that name itself: `at` or one above it, else null.
+// The command that has the option of that name itself: `at` or one above it (global flags
+// are dhara's own), else null.
 const CLI::App* owner_of(const CLI::App& at, const std::string& name) {
   for (const CLI::App* app = &at; app != nullptr; app = app->get_parent())
     if (app->get_option_no_throw(name) != nullptr) return app;
   return nullptr;
+}
+
+// The option of that name in `at` or a command above it.
+const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
+  const CLI::App* owner = owner_of(at, name);
+  return owner == nullptr ? nullptr : owner->get_option_no_throw(name);
 }
 
 // "dhara config permissions" for that command.
@@ -86,7 +86,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     // dhara's own flags come before the command (docs/cli.md): said so, with the line to type.
     if (const CLI::App* owner = option ? owner_of(at, name) : nullptr; owner != nullptr && owner != &at) {
       const std::string before = command_path(*owner), after = command_path(at).substr(before.size());
-      if (owner->get_option_no_throw(name) == owner->get_version_ptr())  // it ends dhara at once: no command after it
+      if (option_named(at, name) == owner->get_version_ptr())  // it ends dhara at once: no command after it
         return shown + " is a flag of " + before + " itself: run '" + before + " " + policy::terminal_safe(name) + "'";
       return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
              policy::terminal_safe(name) + after + " …'";
