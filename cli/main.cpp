@@ -45,6 +45,13 @@ const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
   return owner == nullptr ? nullptr : owner->get_option_no_throw(name);
 }
 
+// "-j=3" gives -j the value "=3": the way to write it, said after the problem.
+std::string short_form_hint(const CLI::Option* opt, std::string_view value) {
+  if (opt == nullptr || opt->get_snames().empty() || !value.starts_with('=') || value.size() < 2) return {};
+  return " (a short option takes its value after a space, as in '-" + opt->get_snames().front() + " " +
+         dhara::policy::terminal_safe(value.substr(1)) + "')";
+}
+
 // "dhara config permissions" for that command.
 std::string command_path(const CLI::App& app) {
   return app.get_parent() == nullptr ? std::string("dhara") : command_path(*app.get_parent()) + " " + app.get_name();
@@ -91,7 +98,21 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
       return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
              policy::terminal_safe(name) + after + " …'";
     }
-    const std::string hint = policy::did_you_mean(name, candidates);
+    std::string hint = policy::did_you_mean(name, candidates);
+    if (option && hint.empty()) {  // "dhara run … --no-promptt": the nearest of dhara's own flags, placed
+      for (const CLI::App* above = at.get_parent(); above != nullptr && hint.empty(); above = above->get_parent()) {
+        std::vector<std::string> own;
+        for (const CLI::Option* opt : above->get_options())
+          if (opt != above->get_version_ptr() && opt != above->get_help_ptr())  // each has its own way
+            for (const std::string& n : opt->get_lnames()) own.push_back("--" + n);
+        const std::vector<std::string_view> near(own.begin(), own.end());
+        if (const std::string_view best = policy::closest_match(name, near); !best.empty()) {
+          const std::string before = command_path(*above), after = command_path(at).substr(before.size());
+          hint = " (did you mean '" + std::string(best) + "', a flag of " + before +
+                 " itself? it goes before the command, as in '" + before + " " + std::string(best) + after + " …')";
+        }
+      }
+    }
     if (option) return shown + " is not an option of this command" + hint;
     if (!names.empty()) return shown + " is not one of its commands" + hint;
     return shown + " is more than this command takes";
@@ -117,7 +138,7 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
       if (const CLI::Option* opt = option_named(at, name); opt != nullptr && opt->get_expected_max() == 0)
         return name + " is a flag: give it without a value";  // "--json=maybe"
       return name + " takes " + std::string(type_in_words(option_named(at, name))) + ", not '" +
-             policy::terminal_safe(what.substr(eq + 3)) + "'";
+             policy::terminal_safe(what.substr(eq + 3)) + "'" + short_form_hint(option_named(at, name), what.substr(eq + 3));
     }
   }
   // A checked value: "--concurrency: Value 0 not in range 1 to 1024", "--mode: x not in {a,b}".
@@ -126,8 +147,10 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const std::string name = what.substr(0, colon);
     const std::string_view rest = std::string_view(what).substr(colon + 2);
     if (const auto range = rest.find(" not in range "); rest.starts_with("Value ") && range != std::string_view::npos) {
+      const std::string_view value = rest.substr(6, range - 6);
       return name + " takes " + std::string(type_in_words(option_named(at, name))) + " from " +
-             std::string(rest.substr(range + 14)) + ", not '" + policy::terminal_safe(rest.substr(6, range - 6)) + "'";
+             std::string(rest.substr(range + 14)) + ", not '" + policy::terminal_safe(value) + "'" +
+             short_form_hint(option_named(at, name), value);
     }
     if (const auto set = rest.find(" not in {"); set != std::string_view::npos && rest.ends_with("}")) {
       std::string members(rest.substr(set + 9, rest.size() - set - 10));
@@ -181,7 +204,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (word.starts_with('-')) {  // global flags come before the command
-      if (app.get_option_no_throw(std::string(word.substr(0, word.find('=')))) != nullptr) continue;
+      const std::string name(word.substr(0, word.find('=')));
+      if (!word.starts_with("--") && name.size() < word.size() && app.get_option_no_throw(name) != nullptr) {
+        // "-v=1": CLI11 would read "-v" and a stray "-=1"; dhara's short flags take no value.
+        std::fprintf(stderr, "dhara: %s is a flag: give it without a value; see 'dhara --help'\n", name.c_str());
+        return 2;
+      }
+      if (app.get_option_no_throw(name) != nullptr) continue;
       std::fprintf(stderr, "dhara: '%s' is not an option of dhara itself (those are -v, --no-prompt, --help and "
                    "--version); a command's options follow it; see 'dhara --help'\n", argv[i]);
       return 2;

@@ -62,6 +62,15 @@ def test_usage_errors_are_one_line_naming_the_command():
         (["--no-prompt=x", "doctor"], "dhara: --no-prompt is a flag: give it without a value; see 'dhara --help'\n"),
         (["--verbose=maybe", "config", "get", "security.level"],
          "dhara: --verbose is a flag: give it without a value; see 'dhara --help'\n"),
+        # "-v=1" read by CLI11 is "-v" and a stray "-=1": said as the flag with a value.
+        (["-v=1", "doctor"], "dhara: -v is a flag: give it without a value; see 'dhara --help'\n"),
+        # "-j=3" gives -j the value "=3": the value is named as given, and the way to write it.
+        (["run", "--calls", "c.jsonl", "-j=3"],
+         "dhara run: --concurrency takes a whole number from 1 to 1024, not '=3' (a short option takes its value "
+         "after a space, as in '-j 3'); see 'dhara run --help'\n"),
+        (["doctor", "--audit-log", "-n=5"],
+         "dhara doctor: -n takes a whole number from 0 to 100000000, not '=5' (a short option takes its value "
+         "after a space, as in '-n 5'); see 'dhara doctor --help'\n"),
         (["serve", "--stdio", "--mode=x"],
          "dhara serve: --mode takes one of auto, approve, review, not 'x'; see 'dhara serve --help'\n"),
     ]
@@ -126,6 +135,16 @@ def test_a_word_the_command_does_not_take_is_named_first():
         (["run", "--no-prompt"],  # before the missing --calls, too
          "dhara run: '--no-prompt' is a flag of dhara itself: give it before the command, as in "
          "'dhara --no-prompt run …'; see 'dhara run --help'\n"),
+        # A mistyped flag of dhara's after the command: the nearest of dhara's own, and where it goes.
+        (["doctor", "--no-promptt"],
+         "dhara doctor: '--no-promptt' is not an option of this command (did you mean '--no-prompt', a flag of "
+         "dhara itself? it goes before the command, as in 'dhara --no-prompt doctor …'); see 'dhara doctor --help'\n"),
+        (["config", "permissions", "list", "--verbos"],
+         "dhara config permissions list: '--verbos' is not an option of this command (did you mean '--verbose', "
+         "a flag of dhara itself? it goes before the command, as in 'dhara --verbose config permissions list …'); "
+         "see 'dhara config permissions list --help'\n"),
+        (["run", "--calls", "c.jsonl", "--versio"],  # --version ends dhara: never offered after a command
+         "dhara run: '--versio' is not an option of this command; see 'dhara run --help'\n"),
         (["run", "--calls", "c.jsonl", "--mod\x1b"],  # a control byte is not sent to the terminal
          "dhara run: '--mod?' is not an option of this command (did you mean '--mode'?); "
          "see 'dhara run --help'\n"),
