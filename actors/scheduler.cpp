@@ -19,15 +19,28 @@
 // wakes a worker only for what is left: one wake-up per round trip fewer, as in a raw libuv
 // loop, where the thread that reads the reply is the one that handles it.
 //
+// A worker that finds the queue empty looks again for a short while before it sleeps,
+// giving its core away between looks (sched_yield). A job sent to an idle actor on another
+// thread usually comes within tens of microseconds (the next hop of a call, the next line from
+// an extension), and a worker still looking takes it without being woken: the sender makes no
+// futex call and the worker pays no sleep and wake-up, which on this machine's virtual CPUs
+// cost more than the hop itself. It stops looking at once when a look took long (another
+// thread wanted the core: an extension, the io thread), so it never holds a core that others
+// need; and it counts as idle for the io thread, which still runs a reply's hops itself.
+//
 // The queue's lock and condition variable are the scheduler's own, as in CAF's policies; no
 // actor state is shared.
 #include "actors/scheduler.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <utility>
+
+#include <sched.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -65,8 +78,39 @@ struct coordinator_data {
   std::mutex lock;
   std::condition_variable cv;
   std::size_t sleeping = 0;  ///< workers waiting on `cv`
+  /// Jobs a looking worker may take: `queue`'s and `for_workers`' sizes, set under `lock`.
+  std::atomic<std::size_t> waiting{0};
+  std::atomic<std::size_t> looking{0};  ///< workers looking for a job before they sleep
+  std::atomic<std::size_t> looks{0};    ///< looks begun (tests read it)
   here_unit here;
 };
+
+// Tells the workers that look for a job how many wait; called with `q.lock` held.
+void publish(coordinator_data& q) {
+  q.waiting.store(q.queue.size() + q.for_workers.size(), std::memory_order_relaxed);
+}
+
+// How long a worker looks for a job before it sleeps, and the look that says another thread
+// wants the core (an undisturbed sched_yield returns in about a microsecond here).
+constexpr auto look_for = std::chrono::microseconds(100);
+constexpr auto wanted_core = std::chrono::microseconds(5);
+
+// Looks for a job until one waits, another thread wants the core, or the time is up. The
+// worker stays counted in `looking` until it holds the lock again (dequeue), so that it
+// never seems busy to the io thread between looking and sleeping.
+void look_before_sleeping(coordinator_data& q) {
+  using clock = std::chrono::steady_clock;
+  q.looking.fetch_add(1, std::memory_order_relaxed);
+  q.looks.fetch_add(1, std::memory_order_relaxed);
+  const auto until = clock::now() + look_for;
+  bool found = false;
+  for (auto now = clock::now(); !found && now < until;) {
+    ::sched_yield();
+    const auto then = std::exchange(now, clock::now());
+    found = q.waiting.load(std::memory_order_relaxed) > 0;
+    if (now - then > wanted_core) break;
+  }
+}
 
 // Appends a job; wakes a sleeping worker when `wake`, or when more than this one job waits.
 // The worker is woken after the lock is released, so it does not wake into a held lock.
@@ -75,6 +119,7 @@ void push(coordinator_data& q, caf::resumable* job, bool wake) {
   {
     std::lock_guard<std::mutex> guard(q.lock);
     q.queue.push_back(job);
+    publish(q);
     notify = (wake || q.queue.size() > 1) && q.sleeping > 0;
   }
   if (notify) q.cv.notify_one();
@@ -91,13 +136,14 @@ class affine_sharing : public caf::policy::unprofiled {
   };
 
   /// From outside the workers: wake one, unless the sender is a run_here_scope's thread and
-  /// every worker sleeps (that thread runs the job when its scope ends).
+  /// every worker sleeps or looks for a job (that thread runs the job when its scope ends; it
+  /// is not published, so a looking worker does not take it from under that thread).
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
     coordinator_data& q = d(self);
     if (running_here == &q) {
       std::lock_guard<std::mutex> guard(q.lock);
-      if (q.sleeping == self->num_workers()) {
+      if (q.sleeping + q.looking.load(std::memory_order_relaxed) >= self->num_workers()) {
         q.queue.push_back(job);
         held_here = true;
         return;
@@ -113,6 +159,7 @@ class affine_sharing : public caf::policy::unprofiled {
     {
       std::lock_guard<std::mutex> guard(q.lock);
       q.for_workers.push_back(job);
+      publish(q);
     }
     q.cv.notify_one();
   }
@@ -132,7 +179,10 @@ class affine_sharing : public caf::policy::unprofiled {
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
     coordinator_data& q = d(self->parent());
+    const bool looked = q.waiting.load(std::memory_order_relaxed) == 0;
+    if (looked) look_before_sleeping(q);
     std::unique_lock<std::mutex> guard(q.lock);
+    if (looked) q.looking.fetch_sub(1, std::memory_order_relaxed);
     if (q.queue.empty() && q.for_workers.empty()) {
       ++q.sleeping;
       q.cv.wait(guard, [&] { return !q.queue.empty() || !q.for_workers.empty(); });
@@ -141,6 +191,7 @@ class affine_sharing : public caf::policy::unprofiled {
     auto& from = q.for_workers.empty() ? q.queue : q.for_workers;
     caf::resumable* job = from.front();
     from.pop_front();
+    publish(q);
     const bool more = !q.queue.empty() && q.sleeping > 0;  // more waits than this worker takes
     guard.unlock();
     if (more) q.cv.notify_one();
@@ -157,6 +208,7 @@ class affine_sharing : public caf::policy::unprofiled {
     while (!q.queue.empty()) {
       caf::resumable* job = q.queue.front();
       q.queue.pop_front();
+      publish(q);
       f(job);
     }
   }
@@ -195,6 +247,7 @@ run_here_scope::~run_here_scope() {
       if (q.queue.empty()) break;
       job = q.queue.front();
       q.queue.pop_front();
+      publish(q);
     }
     switch (job->resume(&q.here, throughput)) {
       case caf::resumable::resume_later: push(q, job, false); break;
@@ -211,9 +264,18 @@ run_here_scope::~run_here_scope() {
   bool notify;
   {
     std::lock_guard<std::mutex> guard(q.lock);
+    publish(q);  // what this thread held is now for the workers
     notify = !q.queue.empty() && q.sleeping > 0;
   }
   if (notify) q.cv.notify_one();
+}
+
+worker_activity activity_of_workers(caf::actor_system& sys) {
+  auto* c = dynamic_cast<dhara_coordinator*>(&sys.scheduler());
+  if (c == nullptr) return {};
+  coordinator_data& q = c->data();
+  std::lock_guard<std::mutex> guard(q.lock);
+  return {q.sleeping, q.looking.load(std::memory_order_relaxed), q.looks.load(std::memory_order_relaxed)};
 }
 
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers) {

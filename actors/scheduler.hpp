@@ -13,6 +13,16 @@ namespace dhara::actors {
 /// the actor system is made from `cfg`.
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers);
 
+/// What the workers of dhara's scheduler are doing (for tests): how many sleep, how many look
+/// for a job before they sleep, and how many such looks began since the system started. All 0
+/// on CAF's own scheduler.
+struct worker_activity {
+  std::size_t sleeping = 0;
+  std::size_t looking = 0;
+  std::size_t looks = 0;
+};
+worker_activity activity_of_workers(caf::actor_system& sys);
+
 /// For a thread outside the workers that sends messages (the io thread delivering an
 /// extension's lines): while the scope lives, a message it sends when every worker sleeps
 /// wakes nobody. When the scope ends, this thread runs the jobs waiting, up to `budget` of

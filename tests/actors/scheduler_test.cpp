@@ -1,5 +1,6 @@
 // dhara's scheduler (actors/scheduler.hpp) on real threads: every job runs, long chains of
-// hand-offs complete, and work that waits while a worker is busy reaches the other worker.
+// hand-offs complete, work that waits while a worker is busy reaches the other worker, and
+// an idle worker looks for work only briefly before it sleeps.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -222,4 +223,62 @@ TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded n
   CHECK(count->on_here.load() >= static_cast<int>(actors::run_here_scope::max_messages_per_run));
   CHECK(count->on_here.load() <= static_cast<int>(most));
   CHECK(count->on_here.load() + count->elsewhere.load() == total);
+}
+
+namespace {
+
+// Waits (at most 30 s) until `ok` holds for the workers' activity; returns whether it did.
+template <class Pred>
+bool workers_become(caf::actor_system& sys, Pred ok) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!ok(actors::activity_of_workers(sys))) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a worker with nothing to do looks for a job briefly, then sleeps", "[actors][scheduler]") {
+  rig r;
+  auto peer = r.sys.spawn(counter, 1);
+  const std::size_t looks_before = actors::activity_of_workers(r.sys).looks;
+  for (int i = 0; i < 20; ++i) {
+    int back = -1;
+    r.self->request(peer, 60s, ping_atom::value, i).receive([&](int n) { back = n; }, [](caf::error&) {});
+    CHECK(back == i + 1);
+  }
+  // Each time the queue was empty a worker looked before it slept; then both sleep, no
+  // worker is left looking (a look is bounded), and nothing wakes them.
+  CHECK(actors::activity_of_workers(r.sys).looks > looks_before);
+  CHECK(workers_become(r.sys, [](const actors::worker_activity& a) { return a.sleeping == 2 && a.looking == 0; }));
+}
+
+TEST_CASE("a thread in a run_here_scope runs the jobs it sends while a worker looks for one", "[actors][scheduler]") {
+  rig r;
+  for (int round = 0; round < 20; ++round) {
+    auto count = std::make_shared<hop_count>();
+    auto done = caf::actor_cast<caf::actor>(r.self);
+    auto a = r.sys.spawn(relay, count, 6, done);
+    auto b = r.sys.spawn(relay, count, 6, done);
+    auto poke = r.sys.spawn(counter, 1);
+    REQUIRE(workers_become(r.sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
+    // A job from outside wakes a worker; once it has run it, that worker looks for another.
+    const std::size_t looks = actors::activity_of_workers(r.sys).looks;
+    caf::anon_send(poke, ping_atom::value, 0);
+    REQUIRE(workers_become(r.sys, [&](const actors::worker_activity& w) { return w.looks > looks; }));
+    // The worker that looks counts as idle: the scope's thread still runs the hops itself.
+    std::thread io([&] {
+      count->here = std::this_thread::get_id();
+      actors::run_here_scope scope(r.sys, never_busy, nullptr);
+      caf::anon_send(a, b, 1);
+    });
+    io.join();
+    int last = -1;
+    r.self->receive([&](int n) { last = n; }, caf::after(60s) >> [] {});
+    REQUIRE(last == 6);
+    CHECK(count->on_here.load() == 6);
+    CHECK(count->elsewhere.load() == 0);
+  }
 }
