@@ -52,6 +52,17 @@ std::string short_form_hint(const CLI::Option* opt, std::string_view value) {
          dhara::policy::terminal_safe(value.substr(1)) + "')";
 }
 
+// "-vv" for a command whose short flags include -v: each letter one of `app`'s own flags, as
+// CLI11 reads a cluster of short flags.
+bool short_flags_of(const CLI::App& app, std::string_view word) {
+  if (word.size() < 3 || word[0] != '-' || word[1] == '-') return false;
+  for (char c : word.substr(1)) {
+    const CLI::Option* opt = app.get_option_no_throw(std::string("-") + c);
+    if (opt == nullptr || opt->get_expected_max() != 0) return false;
+  }
+  return true;
+}
+
 // "dhara config permissions" for that command.
 std::string command_path(const CLI::App& app) {
   return app.get_parent() == nullptr ? std::string("dhara") : command_path(*app.get_parent()) + " " + app.get_name();
@@ -91,9 +102,11 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const std::string shown = "'" + policy::terminal_safe(first) + "'";
     const std::string name = first.substr(0, first.find('='));
     // dhara's own flags come before the command (docs/cli.md): said so, with the line to type.
-    if (const CLI::App* owner = option ? owner_of(at, name) : nullptr; owner != nullptr && owner != &at) {
+    // "-vv" is dhara's -v twice.
+    const std::string own = option && short_flags_of(top, name) ? name.substr(0, 2) : name;
+    if (const CLI::App* owner = option ? owner_of(at, own) : nullptr; owner != nullptr && owner != &at) {
       const std::string before = command_path(*owner), after = command_path(at).substr(before.size());
-      if (option_named(at, name) == owner->get_version_ptr())  // it ends dhara at once: no command after it
+      if (option_named(at, own) == owner->get_version_ptr())  // it ends dhara at once: no command after it
         return shown + " is a flag of " + before + " itself: run '" + before + " " + policy::terminal_safe(name) + "'";
       return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
              policy::terminal_safe(name) + after + " …'";
@@ -101,11 +114,11 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     std::string hint = policy::did_you_mean(name, candidates);
     if (option && hint.empty()) {  // "dhara run … --no-promptt": the nearest of dhara's own flags, placed
       for (const CLI::App* above = at.get_parent(); above != nullptr && hint.empty(); above = above->get_parent()) {
-        std::vector<std::string> own;
+        std::vector<std::string> flags;
         for (const CLI::Option* opt : above->get_options())
           if (opt != above->get_version_ptr() && opt != above->get_help_ptr())  // each has its own way
-            for (const std::string& n : opt->get_lnames()) own.push_back("--" + n);
-        const std::vector<std::string_view> near(own.begin(), own.end());
+            for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
+        const std::vector<std::string_view> near(flags.begin(), flags.end());
         if (const std::string_view best = policy::closest_match(name, near); !best.empty()) {
           const std::string before = command_path(*above), after = command_path(at).substr(before.size());
           hint = " (did you mean '" + std::string(best) + "', a flag of " + before +
@@ -210,7 +223,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "dhara: %s is a flag: give it without a value; see 'dhara --help'\n", name.c_str());
         return 2;
       }
-      if (app.get_option_no_throw(name) != nullptr) continue;
+      if (app.get_option_no_throw(name) != nullptr || short_flags_of(app, word)) continue;  // "-vv" too
       std::fprintf(stderr, "dhara: '%s' is not an option of dhara itself (those are -v, --no-prompt, --help and "
                    "--version); a command's options follow it; see 'dhara --help'\n", argv[i]);
       return 2;

@@ -130,6 +130,9 @@ def test_a_word_the_command_does_not_take_is_named_first():
         (["config", "permissions", "list", "-v"],
          "dhara config permissions list: '-v' is a flag of dhara itself: give it before the command, as in "
          "'dhara -v config permissions list …'; see 'dhara config permissions list --help'\n"),
+        (["doctor", "-vv"],  # dhara's -v twice, as CLI11 reads a cluster of short flags
+         "dhara doctor: '-vv' is a flag of dhara itself: give it before the command, as in "
+         "'dhara -vv doctor …'; see 'dhara doctor --help'\n"),
         (["config", "--version"],  # it ends dhara at once: nothing goes after it
          "dhara config: '--version' is a flag of dhara itself: run 'dhara --version'; see 'dhara config --help'\n"),
         (["run", "--no-prompt"],  # before the missing --calls, too
@@ -161,6 +164,8 @@ def test_global_flags_before_a_command_still_work():
     code, out, err, _ = dhara("--help")
     assert code == 0 and "Subcommands:" in out and "doctor" in out and err == "", (code, out, err)
     code, out, err, _ = dhara("--no-prompt", "doctor", "--audit-log", "-n", "1")
+    assert code == 0 and out == "No audit entries.\n", (code, out, err)
+    code, out, err, _ = dhara("-vv", "doctor", "--audit-log", "-n", "1")  # -v twice, as CLI11 reads it
     assert code == 0 and out == "No audit entries.\n", (code, out, err)
 
 
