@@ -1,5 +1,6 @@
 // `dhara demo`: loads the real configuration, manifests and permissions from DHARA_HOME and
 // the project, and prints the decisions of a small scenario.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -58,7 +59,7 @@ int run_demo() {
   const auto& snap = *loaded->snapshot;
   std::printf("dhara demo — level %s, project %s\n", std::string(policy::to_string(snap.level)).c_str(),
               where->project_root.c_str());
-  std::printf("extensions:");
+  std::printf("extensions:%s", loaded->extensions.empty() ? " none installed" : "");
   for (const auto& e : loaded->extensions)
     std::printf(" %s v%s (%s)", e.manifest.name.c_str(), e.manifest.version.c_str(),
                 policy::join_names(e.manifest.capabilities).c_str());
@@ -80,6 +81,24 @@ int run_demo() {
     if (!ok) std::printf("        reason: %s\n", d.reason.c_str());
   }
   std::printf("\n%zu checks, %d allowed, %d denied\n", scenario.size(), static_cast<int>(scenario.size()) - denied, denied);
+  // The scenario names extensions this home may not have: said once, with where to get them.
+  std::vector<std::string> missing;
+  for (const scenario_step& s : scenario) {
+    const bool loaded_here = std::any_of(loaded->extensions.begin(), loaded->extensions.end(),
+                                         [&](const auto& e) { return e.manifest.name == s.extension; });
+    if (!loaded_here && std::find(missing.begin(), missing.end(), s.extension) == missing.end())
+      missing.emplace_back(s.extension);
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < missing.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+    std::printf("note: %s %s not installed in %s, so %s checks are denied: install with 'dhara extensions install "
+                "FOLDER' (in dhara's repository: build/extensions/std, examples/extensions/web-tools), or run "
+                "'make run', which installs them in a fresh demo home\n",
+                names.c_str(), missing.size() == 1 ? "is" : "are", where->dhara_home.c_str(),
+                missing.size() == 1 ? "its" : "their");
+  }
   return 0;
 }
 

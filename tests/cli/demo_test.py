@@ -303,6 +303,31 @@ def test_file_stats_without_approval_is_denied_at_the_gate():
         h.close()
 
 
+def test_dhara_demo_names_the_scenario_extensions_this_home_lacks():
+    # `dhara demo` decides a fixed scenario for web-tools and the bundled std. A home without
+    # them gets thirteen denials; it says so once, with how to install them.
+    h = Home()
+    try:
+        code, out, err = h.dhara("demo")
+        assert code == 0 and err == "", (code, err)
+        assert "\nextensions: none installed\n" in out, out
+        assert out.rstrip("\n").endswith(
+            f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install with "
+            "'dhara extensions install FOLDER' (in dhara's repository: build/extensions/std, "
+            "examples/extensions/web-tools), or run 'make run', which installs them in a fresh demo home"), out
+        # With web-tools installed, only std is named, and web-tools' approved fetch is allowed.
+        shutil.copytree(os.path.join(EXAMPLES, "web-tools"), os.path.join(h.dh, "extensions", "web-tools"))
+        code, _, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+        assert code == 0, err
+        code, out, err = h.dhara("demo")
+        assert code == 0 and "extensions: web-tools v" in out, (code, out, err)
+        assert re.search(r"^allowed +web-tools +network:fetch +https://api\.example\.com/data ", out, re.M), out
+        assert f"note: std is not installed in {h.dh}, so its checks are denied:" in out, out
+        assert "web-tools and std" not in out, out
+    finally:
+        h.close()
+
+
 def test_example_manifests_are_complete():
     for name in sorted(os.listdir(EXAMPLES)):
         folder = os.path.join(EXAMPLES, name)
