@@ -45,11 +45,15 @@ const CLI::Option* option_named(const CLI::App& at, const std::string& name) {
   return owner == nullptr ? nullptr : owner->get_option_no_throw(name);
 }
 
-// "-j=3" gives -j the value "=3": the way to write it, said after the problem.
+// "-j=3" gives -j the value "=3": the way to write it, said after the problem (not for
+// "-j=x", where the value after '=' would be refused too).
 std::string short_form_hint(const CLI::Option* opt, std::string_view value) {
   if (opt == nullptr || opt->get_snames().empty() || !value.starts_with('=') || value.size() < 2) return {};
+  const std::string_view rest = value.substr(1);
+  if (type_in_words(opt) == "a whole number" && rest.find_first_not_of("0123456789") != std::string_view::npos)
+    return {};
   return " (a short option takes its value after a space, as in '-" + opt->get_snames().front() + " " +
-         dhara::policy::terminal_safe(value.substr(1)) + "')";
+         dhara::policy::terminal_safe(rest) + "')";
 }
 
 // "-vv" for a command whose short flags include -v: each letter one of `app`'s own flags, as

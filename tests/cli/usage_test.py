@@ -68,6 +68,8 @@ def test_usage_errors_are_one_line_naming_the_command():
         (["run", "--calls", "c.jsonl", "-j=3"],
          "dhara run: --concurrency takes a whole number from 1 to 1024, not '=3' (a short option takes its value "
          "after a space, as in '-j 3'); see 'dhara run --help'\n"),
+        (["run", "--calls", "c.jsonl", "-j=x"],  # '-j x' would be refused too: no way to write it offered
+         "dhara run: --concurrency takes a whole number from 1 to 1024, not '=x'; see 'dhara run --help'\n"),
         (["doctor", "--audit-log", "-n=5"],
          "dhara doctor: -n takes a whole number from 0 to 100000000, not '=5' (a short option takes its value "
          "after a space, as in '-n 5'); see 'dhara doctor --help'\n"),
