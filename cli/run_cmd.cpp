@@ -111,8 +111,8 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   if (watcher.joinable()) watcher.join();
   ::close(stop);
   if (signal_seen != 0) sum.exit_code = interrupt_watch::exit_code(signal_seen);
-  std::fprintf(stderr, "dhara: %zu calls in %.2f s: %zu ok, %zu error, %zu denied, %zu rejected, %zu cancelled%s\n", total,
-               sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled,
+  std::fprintf(stderr, "dhara: %zu %s in %.2f s: %zu ok, %zu error, %zu denied, %zu rejected, %zu cancelled%s\n", total,
+               total == 1 ? "call" : "calls", sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled,
                !sum.quit ? "" : signal_seen != 0 ? " (interrupted)" : " (you quit)");
   return sum.exit_code;
 }

@@ -297,8 +297,9 @@ def test_file_stats_without_approval_is_denied_at_the_gate():
     try:
         code, _, err = h.dhara("config", "permissions", "revoke", "file-stats", "filesystem:read")
         assert code == 0, err
-        code, results, _ = h.calls({"id": 1, "tool": "file_stats", "input": {"paths": ["src/app.ts"]}})
+        code, results, err = h.calls({"id": 1, "tool": "file_stats", "input": {"paths": ["src/app.ts"]}})
         assert code == 3 and denial(results[1])[0] == "filesystem:read", results
+        assert re.search(r"^dhara: 1 call in [0-9.]+ s: 0 ok, 0 error, 1 denied, 0 rejected, 0 cancelled$", err, re.M), err
     finally:
         h.close()
 
