@@ -784,8 +784,9 @@ int run_bench(const global_options& g, const bench_options& o) {
     if (!all_ok) out["first_error"] = r.first_error;
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("dhara bench: %lld %s echo extension%s, %zu calls, %zu in flight, durability %s\n", o.extensions,
-                o.runtime.c_str(), o.extensions == 1 ? "" : "s", p->calls, p->inflight, o.durability.c_str());
+    std::printf("dhara bench: %lld %s echo extension%s, %zu call%s, %zu in flight, durability %s\n", o.extensions,
+                o.runtime.c_str(), o.extensions == 1 ? "" : "s", p->calls, p->calls == 1 ? "" : "s", p->inflight,
+                o.durability.c_str());
     std::printf("  (extensions started in %.2f s; every call goes gate -> audit -> extension)\n", start_seconds);
     if (p->warmup > 0)
       std::printf("  (%zu warm-up call%s first on each side, not measured)\n", p->warmup, p->warmup == 1 ? "" : "s");
@@ -819,10 +820,10 @@ int run_bench(const global_options& g, const bench_options& o) {
                 r.seconds);
     std::printf("\n");
     if (audit.verified)
-      std::printf("audit: verified: %zu entries for %zu checks, one each%s; the hash chain holds (%zu lines in all)\n",
-                  audit.entries, r.checks,
+      std::printf("audit: verified: %zu %s for %zu check%s, one each%s; the hash chain holds (%zu line%s in all)\n",
+                  audit.entries, audit.entries == 1 ? "entry" : "entries", r.checks, r.checks == 1 ? "" : "s",
                   p->warmup > 0 ? (", and " + std::to_string(audit.warmup_entries) + " for the warm-up calls").c_str() : "",
-                  audit.all_lines);
+                  audit.all_lines, audit.all_lines == 1 ? "" : "s");
     else
       std::printf("audit: NOT verified: %s\n", audit.why.c_str());
     if (!all_ok)
@@ -833,8 +834,8 @@ int run_bench(const global_options& g, const bench_options& o) {
     if (o.json) {
       if (!audit.verified) std::fprintf(stderr, "dhara bench: the audit is not verified: %s\n", audit.why.c_str());
       if (!all_ok)
-        std::fprintf(stderr, "dhara bench: %zu calls failed (%zu of them warm-up calls): %s\n", r.failed + r.warmup_failed,
-                     r.warmup_failed, r.first_error.c_str());
+        std::fprintf(stderr, "dhara bench: %zu call%s failed (%zu of them warm-up calls): %s\n", r.failed + r.warmup_failed,
+                     r.failed + r.warmup_failed == 1 ? "" : "s", r.warmup_failed, r.first_error.c_str());
     }
     return 1;
   }

@@ -97,6 +97,10 @@ def test_bench_warmup_calls_are_audited_but_not_measured():
     assert "warm-up" not in out, out
     assert "one call in flight" not in out, out  # 16 in flight by default
     assert "audit: verified: 100 entries for 100 checks, one each; the hash chain holds (100 lines in all)" in out, out
+    code, out, err = bench("--calls", "1", "--warmup", "0", "--extensions", "1")  # counts of one, in words
+    assert code == 0, f"exit {code}: {err}{out}"
+    assert "dhara bench: 1 native echo extension, 1 call, 16 in flight, durability write\n" in out, out
+    assert "audit: verified: 1 entry for 1 check, one each; the hash chain holds (1 line in all)" in out, out
 
 
 def test_bench_alternates_dhara_and_the_raw_pipes_in_blocks():
