@@ -1204,14 +1204,15 @@ void print_report(const health_report& r) {
     if (!a.error.empty()) {
       p.bad("UNREADABLE", a.error);
     } else if (const auto& v = a.verification) {
-      std::string counts = std::to_string(v->lines) + " entries, seq " + std::to_string(v->first_seq) + " to " +
+      const std::string entries = std::to_string(v->lines) + (v->lines == 1 ? " entry" : " entries");
+      std::string counts = entries + ", seq " + std::to_string(v->first_seq) + " to " +
                            std::to_string(v->last_seq) + ", " + human_bytes(a.bytes);
       if (v->ok) {
         p.ok(counts + "; hash chain verified in " + took +
              (v->anchored ? " (older files were rotated away: the first kept line anchors the chain)" : ""));
       } else {
         p.bad("BROKEN", v->first_bad_file + " line " + std::to_string(v->first_bad_line) + ": " + v->why);
-        p.more("the " + std::to_string(v->lines) + " entries before it verified (seq " + std::to_string(v->first_seq) +
+        p.more("the " + entries + " before it verified (seq " + std::to_string(v->first_seq) +
                " to " + std::to_string(v->last_seq) + ") in " + took);
       }
     }

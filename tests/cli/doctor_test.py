@@ -294,6 +294,14 @@ def test_state_others_can_write_is_a_problem():
     h.close()
 
 
+def test_an_audit_trail_of_one_entry_is_counted_in_words():
+    h = Home()
+    h.change("revoke")
+    code, out, _ = h.dhara("doctor")
+    assert code == 0 and "1 entry, seq 1 to 1" in out and "1 entries" not in out, out
+    h.close()
+
+
 def test_a_tampered_audit_line_exits_1_naming_it():
     h = Home()
     for verb in ["revoke", "approve", "revoke"]:
@@ -304,6 +312,7 @@ def test_a_tampered_audit_line_exits_1_naming_it():
     code, out, _ = h.dhara("doctor")
     assert code == 1, out
     assert "BROKEN" in out and f"{path} line 2" in out[out.index("Problems (") :], out
+    assert "the 1 entry before it verified (seq 1 to 1)" in out, out
     code, rep, _ = h.report()
     brk = rep["audit"]["break"]
     assert rep["audit"]["verified"] is False and brk["file"] == path and brk["line"] == 2, rep
