@@ -555,13 +555,14 @@ audit_report check_audit(const std::string& dir, std::size_t checks, std::size_t
     a.why = "the hash chain breaks at " + v->first_bad_file + " line " + std::to_string(v->first_bad_line) + ": " + v->why;
     return a;
   }
+  auto entries = [](std::size_t n) { return std::to_string(n) + (n == 1 ? " entry" : " entries"); };
+  auto checks_of = [](std::size_t n) { return std::to_string(n) + (n == 1 ? " check" : " checks"); };
   if (a.entries != checks) {
-    a.why = "the audit has " + std::to_string(a.entries) + " entries for " + std::to_string(checks) + " checks";
+    a.why = "the audit has " + entries(a.entries) + " for " + checks_of(checks);
     return a;
   }
   if (a.warmup_entries != warmup_checks) {
-    a.why = "the audit has " + std::to_string(a.warmup_entries) + " entries for the warm-up calls' " +
-            std::to_string(warmup_checks) + " checks";
+    a.why = "the audit has " + entries(a.warmup_entries) + " for the warm-up calls' " + checks_of(warmup_checks);
     return a;
   }
   a.verified = true;
