@@ -303,7 +303,7 @@ TEST_CASE_METHOD(host_fixture, "dhara run prints one result per call and exits b
   CHECK(lines[0]["status"] == "ok");
   CHECK(lines[0]["extension"] == "echo-py");
   CHECK(lines[0]["result"]["content"][0]["text"] == "hi");
-  CHECK(ok.err.find("1 calls") != std::string::npos);
+  CHECK(ok.err.find("dhara: 1 call in ") != std::string::npos);  // one call, in words
 
   auto failed = run_dhara(home, {"run", "--calls", "-"}, "{\"tool\": \"crash\"}\n{\"tool\": \"echo\", \"input\": {\"text\": \"x\"}}\n");
   CHECK(failed.code == 4);
