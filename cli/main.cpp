@@ -72,6 +72,12 @@ std::string command_path(const CLI::App& app) {
   return app.get_parent() == nullptr ? std::string("dhara") : command_path(*app.get_parent()) + " " + app.get_name();
 }
 
+// "'dhara --no-prompt run …'": `flag` of `owner` put before the rest of the command line to `at`.
+std::string placed_before(const CLI::App& owner, const CLI::App& at, std::string_view flag) {
+  const std::string before = command_path(owner);
+  return "'" + before + " " + policy::terminal_safe(flag) + command_path(at).substr(before.size()) + " …'";
+}
+
 // What is wrong with a command line CLI11 refused, said for a user, without the command's
 // name (the caller adds it). `top` is dhara, `at` the deepest command the line reached.
 // `said_at` starts as `at`; it becomes the command whose own option the message is about
@@ -109,11 +115,11 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     // "-vv" is dhara's -v twice.
     const std::string own = option && short_flags_of(top, name) ? name.substr(0, 2) : name;
     if (const CLI::App* owner = option ? owner_of(at, own) : nullptr; owner != nullptr && owner != &at) {
-      const std::string before = command_path(*owner), after = command_path(at).substr(before.size());
+      const std::string before = command_path(*owner);
       if (option_named(at, own) == owner->get_version_ptr())  // it ends dhara at once: no command after it
         return shown + " is a flag of " + before + " itself: run '" + before + " " + policy::terminal_safe(name) + "'";
-      return shown + " is a flag of " + before + " itself: give it before the command, as in '" + before + " " +
-             policy::terminal_safe(name) + after + " …'";
+      return shown + " is a flag of " + before + " itself: give it before the command, as in " +
+             placed_before(*owner, at, name);
     }
     std::string hint = policy::did_you_mean(name, candidates);
     if (option && hint.empty()) {  // "dhara run … --no-promptt": the nearest of dhara's own flags, placed
@@ -123,11 +129,9 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
           if (opt != above->get_version_ptr() && opt != above->get_help_ptr())  // each has its own way
             for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
         const std::vector<std::string_view> near(flags.begin(), flags.end());
-        if (const std::string_view best = policy::closest_match(name, near); !best.empty()) {
-          const std::string before = command_path(*above), after = command_path(at).substr(before.size());
-          hint = " (did you mean '" + std::string(best) + "', a flag of " + before +
-                 " itself? it goes before the command, as in '" + before + " " + std::string(best) + after + " …')";
-        }
+        if (const std::string_view best = policy::closest_match(name, near); !best.empty())
+          hint = " (did you mean '" + std::string(best) + "', a flag of " + command_path(*above) +
+                 " itself? it goes before the command, as in " + placed_before(*above, at, best) + ")";
       }
     }
     if (option) return shown + " is not an option of this command" + hint;
@@ -152,10 +156,11 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     if (eq != std::string::npos) {
       const std::string name = what.substr(head.size(), eq - head.size());
       if (const CLI::App* owner = owner_of(at, name)) said_at = owner;  // "dhara --no-prompt=x doctor": dhara's
-      if (const CLI::Option* opt = option_named(at, name); opt != nullptr && opt->get_expected_max() == 0)
-        return name + " is a flag: give it without a value";  // "--json=maybe"
-      return name + " takes " + std::string(type_in_words(option_named(at, name))) + ", not '" +
-             policy::terminal_safe(what.substr(eq + 3)) + "'" + short_form_hint(option_named(at, name), what.substr(eq + 3));
+      const CLI::Option* opt = option_named(at, name);
+      if (opt != nullptr && opt->get_expected_max() == 0) return name + " is a flag: give it without a value";  // "--json=maybe"
+      const std::string_view value = std::string_view(what).substr(eq + 3);
+      return name + " takes " + std::string(type_in_words(opt)) + ", not '" + policy::terminal_safe(value) + "'" +
+             short_form_hint(opt, value);
     }
   }
   // A checked value: "--concurrency: Value 0 not in range 1 to 1024", "--mode: x not in {a,b}".
@@ -165,9 +170,9 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     const std::string_view rest = std::string_view(what).substr(colon + 2);
     if (const auto range = rest.find(" not in range "); rest.starts_with("Value ") && range != std::string_view::npos) {
       const std::string_view value = rest.substr(6, range - 6);
-      return name + " takes " + std::string(type_in_words(option_named(at, name))) + " from " +
-             std::string(rest.substr(range + 14)) + ", not '" + policy::terminal_safe(value) + "'" +
-             short_form_hint(option_named(at, name), value);
+      const CLI::Option* opt = option_named(at, name);
+      return name + " takes " + std::string(type_in_words(opt)) + " from " + std::string(rest.substr(range + 14)) +
+             ", not '" + policy::terminal_safe(value) + "'" + short_form_hint(opt, value);
     }
     if (const auto set = rest.find(" not in {"); set != std::string_view::npos && rest.ends_with("}")) {
       std::string members(rest.substr(set + 9, rest.size() - set - 10));
