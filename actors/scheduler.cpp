@@ -82,6 +82,7 @@ struct coordinator_data {
   std::atomic<std::size_t> waiting{0};
   std::atomic<std::size_t> looking{0};  ///< workers looking for a job before they sleep
   std::atomic<std::size_t> looks{0};    ///< looks begun (tests read it)
+  std::size_t held = 0;                 ///< jobs a run_here_scope's thread kept (tests read it)
   here_unit here;
 };
 
@@ -137,7 +138,8 @@ class affine_sharing : public caf::policy::unprofiled {
 
   /// From outside the workers: wake one, unless the sender is a run_here_scope's thread and
   /// every worker sleeps or looks for a job (that thread runs the job when its scope ends; it
-  /// is not published, so a looking worker does not take it from under that thread).
+  /// is not published, so a looking worker does not stop looking for it, though one whose
+  /// look ends before the scope does finds it in the queue and runs it).
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
     coordinator_data& q = d(self);
@@ -145,6 +147,7 @@ class affine_sharing : public caf::policy::unprofiled {
       std::lock_guard<std::mutex> guard(q.lock);
       if (q.sleeping + q.looking.load(std::memory_order_relaxed) >= self->num_workers()) {
         q.queue.push_back(job);
+        ++q.held;
         held_here = true;
         return;
       }
@@ -275,7 +278,7 @@ worker_activity activity_of_workers(caf::actor_system& sys) {
   if (c == nullptr) return {};
   coordinator_data& q = c->data();
   std::lock_guard<std::mutex> guard(q.lock);
-  return {q.sleeping, q.looking.load(std::memory_order_relaxed), q.looks.load(std::memory_order_relaxed)};
+  return {q.sleeping, q.looking.load(std::memory_order_relaxed), q.looks.load(std::memory_order_relaxed), q.held};
 }
 
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers) {
