@@ -115,6 +115,18 @@ TEST_CASE("two jobs a worker hands off while it is busy wake the other worker", 
 
 namespace {
 
+// Waits (at most 30 s) until `ok` holds for the workers' activity, looking again every
+// `pause`; returns whether it did.
+template <class Pred>
+bool workers_become(caf::actor_system& sys, Pred ok, std::chrono::microseconds pause = 100us) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!ok(actors::activity_of_workers(sys))) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+  }
+  return true;
+}
+
 // Where the hops of a relay ran: how many on the thread that started it, how many elsewhere.
 struct hop_count {
   std::thread::id here;
@@ -139,12 +151,17 @@ bool always_busy(const void*) { return true; }
 // From a thread of its own (as the io thread), with the workers asleep, starts a relay of
 // `hops` between two actors inside a run_here_scope; returns where the hops ran.
 std::shared_ptr<hop_count> relay_from_outside(caf::actor_system& sys, caf::scoped_actor& self, int hops,
-                                              bool (*busy)(const void*)) {
+                                              bool (*busy)(const void*), bool on_dhara_scheduler = true) {
   auto count = std::make_shared<hop_count>();
   auto done = caf::actor_cast<caf::actor>(self);
   auto a = sys.spawn(relay, count, hops, done);
   auto b = sys.spawn(relay, count, hops, done);
-  std::this_thread::sleep_for(100ms);  // the workers finish starting them and go to sleep
+  // The workers finish starting them and go to sleep (CAF's own scheduler says nothing of its
+  // workers: a pause does there).
+  if (on_dhara_scheduler)
+    REQUIRE(workers_become(sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
+  else
+    std::this_thread::sleep_for(100ms);
   std::thread io([&] {
     count->here = std::this_thread::get_id();
     actors::run_here_scope scope(sys, busy, nullptr);
@@ -187,7 +204,7 @@ TEST_CASE("a run_here_scope on CAF's own scheduler changes nothing", "[actors][s
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  CHECK(relay_from_outside(sys, self, 6, never_busy)->on_here.load() == 0);
+  CHECK(relay_from_outside(sys, self, 6, never_busy, false)->on_here.load() == 0);
 }
 
 namespace {
@@ -210,7 +227,8 @@ TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded n
   const int total = static_cast<int>(most) + 1000;
   auto count = std::make_shared<hop_count>();
   auto sink = r.sys.spawn(tally, count, total, caf::actor_cast<caf::actor>(r.self));
-  std::this_thread::sleep_for(100ms);  // the workers start it and go to sleep
+  // The workers start it and go to sleep.
+  REQUIRE(workers_become(r.sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
   std::thread io([&] {
     count->here = std::this_thread::get_id();
     actors::run_here_scope scope(r.sys, never_busy, nullptr);
@@ -224,22 +242,6 @@ TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded n
   CHECK(count->on_here.load() <= static_cast<int>(most));
   CHECK(count->on_here.load() + count->elsewhere.load() == total);
 }
-
-namespace {
-
-// Waits (at most 30 s) until `ok` holds for the workers' activity, looking again every
-// `pause`; returns whether it did.
-template <class Pred>
-bool workers_become(caf::actor_system& sys, Pred ok, std::chrono::microseconds pause = 100us) {
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!ok(actors::activity_of_workers(sys))) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    if (pause.count() > 0) std::this_thread::sleep_for(pause);
-  }
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("a worker with nothing to do looks for a job briefly, then sleeps", "[actors][scheduler]") {
   rig r;
