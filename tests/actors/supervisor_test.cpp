@@ -78,6 +78,19 @@ struct runtime_fixture {
     return out;
   }
 
+  // Asks until the extension has been restarted `restarts` times and is ready again, for at
+  // most 10 s (a busy machine starts a process slowly); returns the last answer.
+  actors::extension_info ready_after_restarts(const actors::supervisor_actor& s, std::uint32_t restarts) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto info = status(s);
+    while ((info.restarts < restarts || info.state != actors::extension_state::ready) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+      info = status(s);
+    }
+    return info;
+  }
+
   static actors::tool_call call_of(std::string id, std::string tool, json input) {
     actors::tool_call c;
     c.tool_call_id = std::move(id);
@@ -171,8 +184,7 @@ TEST_CASE_METHOD(runtime_fixture, "a hung call times out with -32004 and the kil
   CHECK(r.code == io::rpc_error::cancelled);
   CHECK(std::chrono::steady_clock::now() - before < 5s);  // vs. hanging until the 15 s request timeout
   // grace (300 ms) then SIGTERM: the process is replaced by a fresh one, not counted as a crash.
-  std::this_thread::sleep_for(900ms);
-  auto info = status(sup);
+  auto info = ready_after_restarts(sup, 1);
   CHECK(info.state == actors::extension_state::ready);
   CHECK(info.restarts == 1);
   CHECK(call(sup, "ok", json::object(), "c2").ok);
@@ -209,8 +221,7 @@ TEST_CASE_METHOD(runtime_fixture, "an extension that ignores SIGTERM is killed a
   REQUIRE(status(sup).state == actors::extension_state::ready);
   CHECK(call(sup, "hang").code == io::rpc_error::cancelled);
   // 200 ms timeout answered; +300 ms grace → SIGTERM (ignored); +300 ms → SIGKILL; restart.
-  std::this_thread::sleep_for(1500ms);
-  auto info = status(sup);
+  auto info = ready_after_restarts(sup, 1);
   CHECK(info.restarts == 1);
   CHECK(call(sup, "ok", json::object(), "c2").ok);
   stop(sup);
