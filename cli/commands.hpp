@@ -26,6 +26,10 @@ struct command_context {
   std::function<int()> action;
 };
 
+/// The folder of the extensions bundled with dhara: `<directory of the dhara executable>/extensions`
+/// ("" when /proc/self/exe cannot be read). `dhara extensions install NAME` installs from it.
+std::string bundled_extensions_dir();
+
 /// `dhara demo`.
 void add_demo_command(CLI::App& app, command_context& ctx);
 /// `dhara extensions list|install|remove`.

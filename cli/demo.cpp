@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,8 @@
 
 namespace dhara::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct scenario_step {
   const char* extension;
@@ -40,9 +44,39 @@ const std::vector<scenario_step> scenario{
     {"std", policy::capability::filesystem_write, policy::subject_kind::path, "notes.md", "pending capability, no terminal"},
 };
 
-}  // namespace
+// Where to install a scenario extension from: a bundled one by its name, an example by its
+// folder in the repository dhara was built in; nothing when neither is there (an installed
+// dhara has no examples).
+std::optional<std::string> folder_of(const std::string& name) {
+  const std::string bundled = bundled_extensions_dir();
+  if (bundled.empty()) return std::nullopt;
+  std::error_code ec;
+  const auto has_manifest = [&](const fs::path& f) {
+    return fs::exists(f / "manifest.json", ec) || fs::exists(f / "manifest.yaml", ec);
+  };
+  if (has_manifest(fs::path(bundled) / name))  // by its name, unless a folder here has that name
+    return fs::exists(name, ec) ? (fs::path(bundled) / name).string() : name;
+  const fs::path example = fs::path(bundled).parent_path().parent_path() / "examples" / "extensions" / name;
+  if (!has_manifest(example)) return std::nullopt;
+  fs::path canonical = fs::canonical(example, ec);
+  if (ec) return std::nullopt;
+  return canonical.string();
+}
 
-namespace {
+// "a", "a and b", "a, b and c".
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+// Whether dhara runs from a build folder of its repository, where `make run` makes a demo home.
+bool in_repository() {
+  const std::string bundled = bundled_extensions_dir();
+  if (bundled.empty()) return false;
+  std::error_code ec;
+  return fs::exists(fs::path(bundled).parent_path().parent_path() / "scripts" / "run-demo", ec);
+}
 
 int run_demo() {
   auto where = io::discover_locations();
@@ -90,14 +124,23 @@ int run_demo() {
       missing.emplace_back(s.extension);
   }
   if (!missing.empty()) {
-    std::string names;
-    for (std::size_t i = 0; i < missing.size(); ++i)
-      names += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
-    std::printf("note: %s %s not installed in %s, so %s checks are denied: install with 'dhara extensions install "
-                "FOLDER' (in dhara's repository: build/extensions/std, examples/extensions/web-tools), or run "
-                "'make run', which installs them in a fresh demo home\n",
-                names.c_str(), missing.size() == 1 ? "is" : "are", where->dhara_home.c_str(),
-                missing.size() == 1 ? "its" : "their");
+    std::vector<std::string> commands, unknown;  // install lines; extensions without a known folder
+    for (const std::string& name : missing) {
+      if (auto folder = folder_of(name))
+        commands.push_back("'dhara extensions install " + *folder + "'");
+      else
+        unknown.push_back(name);
+    }
+    if (!unknown.empty())
+      commands.push_back("'dhara extensions install FOLDER' (the folder of " + joined(unknown) + ")");
+    const bool one = missing.size() == 1;
+    const char* them = one ? "it" : "them";
+    std::string make_run;  // the repository's `make run` installs every one in a demo home
+    if (unknown.empty() && in_repository())
+      make_run = std::string(", or run 'make run', which installs ") + them + " in a fresh demo home";
+    std::printf("note: %s %s not installed in %s, so %s checks are denied: install %s with %s%s\n",
+                joined(missing).c_str(), one ? "is" : "are", where->dhara_home.c_str(), one ? "its" : "their", them,
+                joined(commands).c_str(), make_run.c_str());
   }
   return 0;
 }

@@ -314,17 +314,20 @@ class tree_copy {
 // ---------------------------------------------------------------------------------------
 // Places.
 
-// Folders of bundled extensions: <directory of the dhara executable>/extensions.
-std::string bundled_dir() {
+}  // namespace
+
+std::string bundled_extensions_dir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
   return (exe.parent_path() / "extensions").string();
 }
 
+namespace {
+
 std::vector<std::string> bundled_names() {
   std::vector<std::string> out;
-  std::string dir = bundled_dir();
+  std::string dir = bundled_extensions_dir();
   std::error_code ec;
   if (dir.empty()) return out;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -350,7 +353,7 @@ policy::result<fs::path> resolve_source(const std::string& arg) {
     return canonical;
   }
   if (policy::is_valid_extension_name(arg)) {
-    std::string dir = bundled_dir();
+    std::string dir = bundled_extensions_dir();
     fs::path bundled = fs::path(dir) / arg;
     if (!dir.empty() && fs::is_directory(bundled, ec)) {
       fs::path canonical = fs::canonical(bundled, ec);

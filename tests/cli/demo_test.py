@@ -304,26 +304,71 @@ def test_file_stats_without_approval_is_denied_at_the_gate():
         h.close()
 
 
+def place_dhara(folder):
+    """The dhara executable at folder/dhara (a hard link where the file system allows)."""
+    os.makedirs(folder, exist_ok=True)
+    try:
+        os.link(DHARA, os.path.join(folder, "dhara"))
+    except OSError:
+        shutil.copy2(DHARA, os.path.join(folder, "dhara"))
+    return os.path.join(folder, "dhara")
+
+
+def place_manifest(source, folder):
+    os.makedirs(folder)
+    shutil.copy(os.path.join(source, "manifest.json"), folder)
+
+
+def demo_note(h, dhara):
+    code, out, err = run([dhara, "demo"], cwd=h.project, env=h.env)
+    assert code == 0 and err == "", (code, err)
+    return out.rstrip("\n").rsplit("\n", 1)[-1]
+
+
 def test_dhara_demo_names_the_scenario_extensions_this_home_lacks():
     # `dhara demo` decides a fixed scenario for web-tools and the bundled std. A home without
-    # them gets thirteen denials; it says so once, with how to install them.
+    # them gets thirteen denials; it says so once, with the commands that install them from
+    # where this dhara finds them.
     h = Home()
     try:
-        code, out, err = h.dhara("demo")
+        # Built in dhara's repository: std bundled beside the executable, web-tools among the
+        # examples, and `make run`.
+        repo = os.path.join(h.root, "repo")
+        in_repo = place_dhara(os.path.join(repo, "build"))
+        place_manifest(os.path.join(BUILD, "extensions", "std"), os.path.join(repo, "build", "extensions", "std"))
+        place_manifest(os.path.join(EXAMPLES, "web-tools"), os.path.join(repo, "examples", "extensions", "web-tools"))
+        os.makedirs(os.path.join(repo, "scripts"))
+        open(os.path.join(repo, "scripts", "run-demo"), "w").close()
+        code, out, err = run([in_repo, "demo"], cwd=h.project, env=h.env)
         assert code == 0 and err == "", (code, err)
         assert "\nextensions: none installed\n" in out, out
-        assert out.rstrip("\n").endswith(
-            f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install with "
-            "'dhara extensions install FOLDER' (in dhara's repository: build/extensions/std, "
-            "examples/extensions/web-tools), or run 'make run', which installs them in a fresh demo home"), out
+        web_tools = os.path.realpath(os.path.join(repo, "examples", "extensions", "web-tools"))
+        assert demo_note(h, in_repo) == (
+            f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install them with "
+            f"'dhara extensions install {web_tools}' and 'dhara extensions install std', or run 'make run', "
+            "which installs them in a fresh demo home")
+        # A folder named std where the demo runs would be installed by that name: the note
+        # names the bundled folder instead.
+        os.makedirs(os.path.join(h.project, "std"))
+        bundled_std = os.path.join(repo, "build", "extensions", "std")
+        assert f"and 'dhara extensions install {bundled_std}', or run 'make run'" in demo_note(h, in_repo)
+        os.rmdir(os.path.join(h.project, "std"))
+        # Installed alone, with neither bundled extensions nor examples: the folder is the user's
+        # to give, and there is no `make run`.
+        alone = place_dhara(os.path.join(h.root, "bin"))
+        assert demo_note(h, alone) == (
+            f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install them with "
+            "'dhara extensions install FOLDER' (the folder of web-tools and std)")
         # With web-tools installed, only std is named, and web-tools' approved fetch is allowed.
         shutil.copytree(os.path.join(EXAMPLES, "web-tools"), os.path.join(h.dh, "extensions", "web-tools"))
         code, _, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
         assert code == 0, err
-        code, out, err = h.dhara("demo")
+        code, out, err = run([in_repo, "demo"], cwd=h.project, env=h.env)
         assert code == 0 and "extensions: web-tools v" in out, (code, out, err)
         assert re.search(r"^allowed +web-tools +network:fetch +https://api\.example\.com/data ", out, re.M), out
-        assert f"note: std is not installed in {h.dh}, so its checks are denied:" in out, out
+        assert out.rstrip("\n").endswith(
+            f"note: std is not installed in {h.dh}, so its checks are denied: install it with "
+            "'dhara extensions install std', or run 'make run', which installs it in a fresh demo home"), out
         assert "web-tools and std" not in out, out
     finally:
         h.close()
