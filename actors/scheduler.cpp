@@ -137,9 +137,10 @@ class affine_sharing : public caf::policy::unprofiled {
   };
 
   /// From outside the workers: wake one, unless the sender is a run_here_scope's thread and
-  /// every worker sleeps or looks for a job (that thread runs the job when its scope ends; it
-  /// is not published, so a looking worker does not stop looking for it, though one whose
-  /// look ends before the scope does finds it in the queue and runs it).
+  /// every worker sleeps or looks for a job (that thread runs the job when its scope ends).
+  /// Kept, it is not published, so a looking worker does not stop looking for it; a worker can
+  /// still run it from the queue when its look ends, or when a job pushed after it publishes
+  /// the queue's size, before the scope does.
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
     coordinator_data& q = d(self);

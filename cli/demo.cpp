@@ -44,11 +44,10 @@ const std::vector<scenario_step> scenario{
     {"std", policy::capability::filesystem_write, policy::subject_kind::path, "notes.md", "pending capability, no terminal"},
 };
 
-// Where to install a scenario extension from: a bundled one by its name, an example by its
-// folder in the repository dhara was built in; nothing when neither is there (an installed
-// dhara has no examples).
-std::optional<std::string> folder_of(const std::string& name) {
-  const std::string bundled = bundled_extensions_dir();
+// Where to install a scenario extension from: a bundled one (in `bundled`, the folder
+// bundled_extensions_dir() names) by its name, an example by its folder in the repository
+// dhara was built in; nothing when neither is there (an installed dhara has no examples).
+std::optional<std::string> folder_of(const std::string& name, const std::string& bundled) {
   if (bundled.empty()) return std::nullopt;
   std::error_code ec;
   const auto has_manifest = [&](const fs::path& f) {
@@ -70,9 +69,9 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
-// Whether dhara runs from a build folder of its repository, where `make run` makes a demo home.
-bool in_repository() {
-  const std::string bundled = bundled_extensions_dir();
+// Whether dhara runs from a build folder of its repository (its bundled extensions in
+// `bundled`), where `make run` makes a demo home.
+bool in_repository(const std::string& bundled) {
   if (bundled.empty()) return false;
   std::error_code ec;
   return fs::exists(fs::path(bundled).parent_path().parent_path() / "scripts" / "run-demo", ec);
@@ -124,9 +123,10 @@ int run_demo() {
       missing.emplace_back(s.extension);
   }
   if (!missing.empty()) {
+    const std::string bundled = bundled_extensions_dir();
     std::vector<std::string> commands, unknown;  // install lines; extensions without a known folder
     for (const std::string& name : missing) {
-      if (auto folder = folder_of(name))
+      if (auto folder = folder_of(name, bundled))
         commands.push_back("'dhara extensions install " + *folder + "'");
       else
         unknown.push_back(name);
@@ -136,7 +136,7 @@ int run_demo() {
     const bool one = missing.size() == 1;
     const char* them = one ? "it" : "them";
     std::string make_run;  // the repository's `make run` installs every one in a demo home
-    if (unknown.empty() && in_repository())
+    if (unknown.empty() && in_repository(bundled))
       make_run = std::string(", or run 'make run', which installs ") + them + " in a fresh demo home";
     std::printf("note: %s %s not installed in %s, so %s checks are denied: install %s with %s%s\n",
                 joined(missing).c_str(), one ? "is" : "are", where->dhara_home.c_str(), one ? "its" : "their", them,

@@ -319,10 +319,11 @@ def place_manifest(source, folder):
     shutil.copy(os.path.join(source, "manifest.json"), folder)
 
 
-def demo_note(h, dhara):
+def demo_output(h, dhara):
+    """What `dhara demo` prints (it succeeds, with nothing on stderr) and its last line, the note."""
     code, out, err = run([dhara, "demo"], cwd=h.project, env=h.env)
     assert code == 0 and err == "", (code, err)
-    return out.rstrip("\n").rsplit("\n", 1)[-1]
+    return out, out.rstrip("\n").rsplit("\n", 1)[-1]
 
 
 def test_dhara_demo_names_the_scenario_extensions_this_home_lacks():
@@ -339,11 +340,10 @@ def test_dhara_demo_names_the_scenario_extensions_this_home_lacks():
         place_manifest(os.path.join(EXAMPLES, "web-tools"), os.path.join(repo, "examples", "extensions", "web-tools"))
         os.makedirs(os.path.join(repo, "scripts"))
         open(os.path.join(repo, "scripts", "run-demo"), "w").close()
-        code, out, err = run([in_repo, "demo"], cwd=h.project, env=h.env)
-        assert code == 0 and err == "", (code, err)
+        out, note = demo_output(h, in_repo)
         assert "\nextensions: none installed\n" in out, out
         web_tools = os.path.realpath(os.path.join(repo, "examples", "extensions", "web-tools"))
-        assert demo_note(h, in_repo) == (
+        assert note == (
             f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install them with "
             f"'dhara extensions install {web_tools}' and 'dhara extensions install std', or run 'make run', "
             "which installs them in a fresh demo home")
@@ -351,12 +351,12 @@ def test_dhara_demo_names_the_scenario_extensions_this_home_lacks():
         # names the bundled folder instead.
         os.makedirs(os.path.join(h.project, "std"))
         bundled_std = os.path.join(repo, "build", "extensions", "std")
-        assert f"and 'dhara extensions install {bundled_std}', or run 'make run'" in demo_note(h, in_repo)
+        assert f"and 'dhara extensions install {bundled_std}', or run 'make run'" in demo_output(h, in_repo)[1]
         os.rmdir(os.path.join(h.project, "std"))
         # Installed alone, with neither bundled extensions nor examples: the folder is the user's
         # to give, and there is no `make run`.
         alone = place_dhara(os.path.join(h.root, "bin"))
-        assert demo_note(h, alone) == (
+        assert demo_output(h, alone)[1] == (
             f"note: web-tools and std are not installed in {h.dh}, so their checks are denied: install them with "
             "'dhara extensions install FOLDER' (the folder of web-tools and std)")
         # With web-tools installed, only std is named, and web-tools' approved fetch is allowed.
