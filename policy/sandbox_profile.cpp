@@ -32,6 +32,29 @@ std::string parent_of(std::string_view p) {
   return std::string(p.substr(0, slash));
 }
 
+// The install prefix of an interpreter run from outside /usr, which it reads its library from
+// (pyenv's `<prefix>/bin/python3` reads `<prefix>/lib`, nvm's node `<prefix>/lib`); "" when
+// the program is not one. Only a program in a folder named `bin`, outside the extension's own
+// folder, has one: the extension's own program lives in its folder, already granted, and that
+// folder's parent holds every other installed extension. And never a folder that holds the
+// home, a project, a denied path (`~/.ssh`, resolved, stands in for a home reached through a
+// link), the extension folders or the temp dir: `~/bin/tool` would grant the whole home.
+std::string interpreter_prefix(const sandbox_inputs& in) {
+  const std::string& exe = in.interpreter;
+  if (exe.empty() || is_at_or_under(exe, "/usr")) return "";
+  if (!in.extension_folder.empty() && is_at_or_under(exe, in.extension_folder)) return "";
+  const std::string bin = parent_of(exe);
+  if (basename_of(bin) != "bin") return "";
+  std::string prefix = parent_of(bin);
+  auto holds = [&](const std::string& p) { return !p.empty() && is_at_or_under(p, prefix); };
+  if (prefix == "/" || holds(in.home) || holds(in.extension_folder) || holds(in.temp_dir) ||
+      std::any_of(in.allowed_paths.begin(), in.allowed_paths.end(), holds) ||
+      std::any_of(in.denied_paths.begin(), in.denied_paths.end(), holds) ||
+      std::any_of(in.read_only_paths.begin(), in.read_only_paths.end(), holds))
+    return "";
+  return prefix;
+}
+
 bool normalized_abs(std::string_view p) {
   std::string n;
   return !p.empty() && p.front() == '/' && normalize_path_into(p, "/", n) && n == p;
@@ -71,6 +94,7 @@ sandbox_inputs sandbox_inputs_for(const policy_snapshot& snapshot, const extensi
     else in.denied_paths.push_back(e.normalized);
   }
   in.extension_folder = ext.folder;
+  in.home = snapshot.home;
   in.interpreter = std::move(interpreter);
   in.interpreter_loader = std::move(interpreter_loader);
   in.temp_dir = std::move(temp_dir);
@@ -91,13 +115,9 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
   if (!in.interpreter.empty()) {
     p.execute.push_back(in.interpreter);
     std::string base(basename_of(in.interpreter));
-    // The interpreter's own config (/etc/python3.11) and, outside /usr, its install prefix
-    // (a pyenv or nvm tree: `<prefix>/bin/python3` reads `<prefix>/lib`).
+    // The interpreter's own config (/etc/python3.11) and, outside /usr, its install prefix.
     if (base.starts_with("python")) p.read.push_back("/etc/" + base);
-    if (!is_at_or_under(in.interpreter, "/usr")) {
-      std::string prefix = parent_of(parent_of(in.interpreter));
-      if (prefix != "/") p.read.push_back(prefix);
-    }
+    if (std::string prefix = interpreter_prefix(in); !prefix.empty()) p.read.push_back(std::move(prefix));
   }
   if (!in.interpreter_loader.empty()) p.execute.push_back(in.interpreter_loader);
   if (!in.temp_dir.empty()) {
@@ -151,6 +171,9 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
       // below `dir` cannot hold a match (e.g. `$DHARA_HOME/config.json*` and an extension's
       // folder under `$DHARA_HOME/extensions`).
       if (last_segment_only && g != dir && parent_of(g) != dir) continue;
+      // Nor can a grant directly in `dir` that the pattern does not match (dhara's matcher: its
+      // `*` also takes a name's leading dot, as glob(3)'s does not, so a note too many at worst).
+      if (last_segment_only && g != dir && !glob_match(d, g)) continue;
       if (is_at_or_under(g, dir)) {
         p.unenforced.push_back("denied '" + d + "' may match inside granted '" + g +
                                "': enforced by the broker only");

@@ -27,6 +27,7 @@ struct sandbox_inputs {
   /// read-only for the kernel, since each extension runs from its own folder in there.
   std::vector<std::string> read_only_paths;
   std::string extension_folder;            ///< the extension's folder (read)
+  std::string home;                        ///< $HOME: never inside an interpreter's granted prefix
   std::string interpreter;                 ///< the resolved executable that is exec'd
   std::string interpreter_loader;          ///< its ELF loader (PT_INTERP, resolved); "" if static
   std::string temp_dir;                    ///< a private temp dir (read and write)

@@ -326,6 +326,33 @@ def test_installed_extensions_are_read_only_inside_a_writable_home():
         h.close()
 
 
+def test_a_program_in_its_own_folder_reads_neither_its_neighbours_nor_the_home():
+    # A native extension runs a program from its own folder. The sandbox once took the folder
+    # two levels up as the program's "install prefix" (meant for pyenv's and nvm's trees) and
+    # let it read every installed extension; a program in ~/bin, the whole home.
+    if not need("Landlock", ABI >= 1):
+        return
+    h = Home(approved=())
+    try:
+        other = os.path.join(h.dh, "extensions", "other")
+        os.makedirs(other)
+        h.put(os.path.join(other, "token.txt"), "other's token\n")
+        own_cat = os.path.join(h.ext, "cat")
+        shutil.copy("/bin/cat", own_cat)
+        code, out, err = h.exec(own_cat, os.path.join(h.ext, "manifest.json"))
+        assert code == 0 and '"probe"' in out, (code, out, err)
+        code, out, err = h.exec(own_cat, os.path.join(other, "token.txt"))
+        assert code == 1 and "Permission denied" in err and "token" not in out, (code, out, err)
+        assert "may match inside granted" not in err, err  # nothing of $DHARA_HOME/extensions is granted
+        home_bin = os.path.join(h.home, "bin")
+        os.makedirs(home_bin)
+        shutil.copy("/bin/cat", os.path.join(home_bin, "cat"))
+        code, out, err = h.exec(os.path.join(home_bin, "cat"), os.path.join(h.home, "outside.txt"))
+        assert code == 1 and "Permission denied" in err and "outside" not in out, (code, out, err)
+    finally:
+        h.close()
+
+
 def test_symlink_made_inside_cannot_reach_out():
     if not need("Landlock", ABI >= 1):
         return

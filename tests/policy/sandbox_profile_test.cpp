@@ -96,6 +96,22 @@ TEST_CASE("denied globs: last-segment globs are masked at launch, others are nam
   CHECK(p.unenforced[1].find("/home/**/id_*") != std::string::npos);
 }
 
+TEST_CASE("a denied glob's note names only grants its last segment can match", "[policy][sandbox]") {
+  // `~/.dhara/config.json*` matches entries directly in ~/.dhara: not the extensions folder
+  // beside them, nor anything below it; a grant it does match is named.
+  sandbox_inputs in = base_inputs({});
+  in.denied_globs = {"/home/u/.dhara/config.json*"};
+  in.extension_folder = "/home/u/.dhara/extensions";
+  CHECK(compute_sandbox_profile(in).unenforced.empty());
+  in.extension_folder = "/home/u/.dhara/extensions/probe";
+  CHECK(compute_sandbox_profile(in).unenforced.empty());
+  in.extension_folder = "/home/u/.dhara/config.json.d";
+  const sandbox_profile p = compute_sandbox_profile(in);
+  REQUIRE(p.unenforced.size() == 1);
+  CHECK(p.unenforced[0] == "denied '/home/u/.dhara/config.json*' may match inside granted "
+                           "'/home/u/.dhara/config.json.d': enforced by the broker only");
+}
+
 TEST_CASE("denied globs are glob(3) patterns: an escaped folder is taken literally", "[policy][sandbox]") {
   sandbox_inputs in = base_inputs({capability::filesystem_write});
   in.allowed_paths = {"/home/u/app[2]", "/home/u/proj"};
@@ -140,9 +156,60 @@ TEST_CASE("process:spawn executes system dirs and the extension folder", "[polic
 TEST_CASE("an interpreter outside /usr brings its install prefix", "[policy][sandbox]") {
   sandbox_inputs in = base_inputs({});
   in.interpreter = "/home/u/.pyenv/versions/3.11.7/bin/python3.11";
+  in.home = "/home/u";
+  in.read_only_paths = {"/home/u/.dhara/extensions"};
   sandbox_profile p = compute_sandbox_profile(in);
   CHECK(has(p.read, "/home/u/.pyenv/versions/3.11.7"));
   CHECK(has(p.execute, "/home/u/.pyenv/versions/3.11.7/bin/python3.11"));
+}
+
+TEST_CASE("an extension's own program brings its folder, not the folder of every extension", "[policy][sandbox]") {
+  // A native extension runs `./tool` from its folder: the parent of that folder's parent is
+  // `~/.dhara`, and `bin/tool` in it would make the folder its "prefix" too.
+  for (const char* exe : {"/home/u/.dhara/extensions/probe/tool", "/home/u/.dhara/extensions/probe/bin/tool"}) {
+    INFO(exe);
+    sandbox_inputs in = base_inputs({});
+    in.read_only_paths = {"/home/u/.dhara/extensions"};
+    in.interpreter = exe;
+    sandbox_profile p = compute_sandbox_profile(in);
+    CHECK(p.read == std::vector<std::string>{"/bin", "/dev/random", "/dev/urandom", "/etc/ca-certificates",
+                                             "/etc/gai.conf", "/etc/group", "/etc/host.conf", "/etc/hosts",
+                                             "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                                             "/etc/localtime", "/etc/mime.types", "/etc/nsswitch.conf",
+                                             "/etc/passwd", "/etc/resolv.conf", "/etc/ssl",
+                                             "/home/u/.dhara/extensions/probe", "/lib", "/lib32", "/lib64",
+                                             "/sbin", "/usr"});
+    CHECK(has(p.execute, exe));
+  }
+}
+
+TEST_CASE("a program outside /usr brings no prefix that holds the home, a project or a denied path", "[policy][sandbox]") {
+  struct row {
+    const char* exe;
+    const char* prefix;
+    bool granted;
+  };
+  const row table[] = {
+      {"/home/u/bin/tool", "/home/u", false},           // ~/bin: the prefix would be the whole home
+      {"/home/bin/tool", "/home", false},               // above the home
+      {"/data/u/bin/tool", "/data/u", false},           // the home through a link: holds the resolved ~/.ssh
+      {"/home/u/work/bin/node", "/home/u/work", false}, // holds the project /home/u/work/proj
+      {"/opt/tools/node", "/opt", false},               // not in a `bin` folder
+      {"/bin/tool", "/", false},
+      {"/home/u/work/proj/tools/bin/node", "/home/u/work/proj/tools", true},  // inside the project
+      {"/opt/node-v20/bin/node", "/opt/node-v20", true},
+  };
+  for (const row& r : table) {
+    INFO(r.exe);
+    sandbox_inputs in = base_inputs({});
+    in.home = "/home/u";
+    in.allowed_paths = {"/home/u/work/proj"};
+    in.denied_paths.push_back("/data/u/.ssh");
+    in.interpreter = r.exe;
+    sandbox_profile p = compute_sandbox_profile(in);
+    CHECK(has(p.read, r.prefix) == r.granted);
+    CHECK(has(p.execute, r.exe));
+  }
 }
 
 TEST_CASE("granted comes from approvals the manifest declares, minus denials", "[policy][sandbox]") {
