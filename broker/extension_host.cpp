@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "io/files.hpp"
 #include "io/path_resolver.hpp"
 #include "io/permissions_file.hpp"
+#include "policy/path_rules.hpp"
 #include "policy/sandbox_profile.hpp"
 #include "policy/tool_gate.hpp"
 #include "sandbox/launcher.hpp"
@@ -73,14 +75,21 @@ policy::result<std::string> interpreter_cache::resolve(const std::string& argv0,
   if (!found) return found.err();
   std::string exe = *found;
   // Interpreters behind wrapper scripts (pyenv shims cost ~100 ms per start): ask the real
-  // interpreter where it lives, once.
-  std::string base = std::string(policy::basename_of(argv0));
+  // interpreter where it lives, once. The question runs the program outside any sandbox, so
+  // only the user's own: a bare name found on PATH, and not in `cwd` (the extension's folder)
+  // or below it. `./python3` in an extension's folder is the extension's code: it runs only
+  // sandboxed, as itself. The answer must name an executable file, taken at its real path.
+  const std::string base(policy::basename_of(argv0));
+  char real_cwd[PATH_MAX];
+  const bool on_path = argv0.find('/') == std::string::npos && !policy::is_at_or_under(exe, cwd) &&
+                       (::realpath(cwd.c_str(), real_cwd) == nullptr || !policy::is_at_or_under(exe, real_cwd));
   std::string real;
-  if (base == "python3" || base == "python")
+  if (on_path && (base == "python3" || base == "python"))
     real = first_line_of({exe, "-c", "import sys; print(sys.executable)"});
-  else if (base == "node" || base == "nodejs")
+  else if (on_path && (base == "node" || base == "nodejs"))
     real = first_line_of({exe, "-e", "console.log(process.execPath)"});
-  if (!real.empty() && real.front() == '/' && ::access(real.c_str(), X_OK) == 0) exe = real;
+  if (!real.empty() && real.front() == '/')
+    if (auto answer = locator.locate(real)) exe = *answer;
   cache_[key] = exe;
   return exe;
 }

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -15,11 +17,13 @@
 #include "broker/batch.hpp"
 #include "broker/extension_host.hpp"
 #include "io/jsonrpc.hpp"
+#include "sandbox/launcher.hpp"
 #include "support/extension_fixture.hpp"
 
 using namespace dhara;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -134,6 +138,69 @@ TEST_CASE_METHOD(host_fixture, "50 extensions start in parallel and all answer",
   }
   CHECK(testing::child_processes().empty());
   CHECK(testing::new_fds(fds_before) == std::vector<std::string>{});  // no descriptor leaked
+}
+
+TEST_CASE("only an interpreter found on PATH is run to ask where it lives, never an extension's own",
+          "[host][sandbox]") {
+  // The question runs the program outside any sandbox. A `python3` that an extension ships
+  // in its folder is the extension's code: asked, it ran with all of dhara's rights (it read
+  // ~/.ssh and /etc/shadow as root) before the session had started.
+  testing::temp_home h;
+  const fs::path folder = h.extensions() / "evil", user_bin = h.home() / "bin", marker = h.root / "ran-unsandboxed";
+  fs::create_directories(folder);
+  fs::create_directories(user_bin);
+  const std::string script = "#!/bin/sh\necho \"$@\" >> '" + marker.string() + "'\nexec /usr/bin/python3 \"$@\"\n";
+  for (const fs::path& p : {folder / "python3", user_bin / "python3"}) {
+    std::ofstream(p) << script;
+    fs::permissions(p, fs::perms::owner_all);
+  }
+  broker::interpreter_cache from_extension("/usr/bin:/bin");
+  auto own = from_extension.resolve("./python3", folder.string());
+  REQUIRE(own);
+  CHECK(*own == fs::canonical(folder / "python3").string());  // itself, run only in its sandbox
+  CHECK_FALSE(fs::exists(marker));
+  // On PATH, outside the extension's folder (a pyenv shim): asked, and its answer taken.
+  broker::interpreter_cache from_path(user_bin.string() + ":/usr/bin:/bin");
+  auto shim = from_path.resolve("python3", folder.string());
+  REQUIRE(shim);
+  CHECK(fs::exists(marker));
+  CHECK(shim->starts_with("/usr/"));
+  // The same name on PATH, but inside the extension's folder: not asked.
+  fs::remove(marker);
+  broker::interpreter_cache path_into_folder(folder.string() + ":/usr/bin:/bin");
+  auto inside = path_into_folder.resolve("python3", folder.string());
+  REQUIRE(inside);
+  CHECK(*inside == fs::canonical(folder / "python3").string());
+  CHECK_FALSE(fs::exists(marker));
+}
+
+TEST_CASE("a relative or non-file ELF loader is granted nothing", "[host][sandbox]") {
+  // The kernel finds a relative PT_INTERP from the folder the program starts in (its
+  // extension's folder); dhara resolved it from its own and granted whatever that named.
+  testing::temp_home h;
+  const std::string real = sandbox::elf_interpreter("/bin/true");
+  REQUIRE_FALSE(real.empty());
+  CHECK(real.ends_with("ld-linux-x86-64.so.2"));
+  std::ifstream in("/bin/true", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string abs_loader = "/lib64/ld-linux-x86-64.so.2";
+  const auto at = bytes.find(abs_loader);
+  REQUIRE(at != std::string::npos);
+  auto patched = [&](const std::string& loader) {
+    std::string b = bytes;
+    REQUIRE(loader.size() <= abs_loader.size());
+    b.replace(at, abs_loader.size(), loader + std::string(abs_loader.size() - loader.size(), '\0'));
+    const fs::path p = h.root / ("true-" + std::to_string(loader.size()));
+    std::ofstream(p, std::ios::binary) << b;
+    return p.string();
+  };
+  fs::create_directories(h.project() / "src");
+  fs::current_path(h.project());  // where dhara resolved the relative loader from
+  CHECK(sandbox::elf_interpreter(patched("src")).empty());
+  CHECK(sandbox::elf_interpreter(patched("lib64/ld-linux-x86-64.so.2")).empty());
+  CHECK(sandbox::elf_interpreter(patched("/tmp")).empty());  // a folder
+  CHECK(sandbox::elf_interpreter(patched(abs_loader)) == real);
+  fs::current_path("/");
 }
 
 TEST_CASE("a batch line that is not a call says what keeps it from being one", "[host][batch]") {
