@@ -46,13 +46,33 @@ std::string interpreter_prefix(const sandbox_inputs& in) {
   const std::string bin = parent_of(exe);
   if (basename_of(bin) != "bin") return "";
   std::string prefix = parent_of(bin);
+  // Neither above nor inside what must stay closed: `../victim/bin/node` would bring the
+  // folder of the extension `victim`.
+  auto near = [&](const std::string& p) {
+    return !p.empty() && (is_at_or_under(p, prefix) || is_at_or_under(prefix, p));
+  };
   auto holds = [&](const std::string& p) { return !p.empty() && is_at_or_under(p, prefix); };
-  if (prefix == "/" || holds(in.home) || holds(in.extension_folder) || holds(in.temp_dir) ||
+  if (prefix == "/" || holds(in.home) || near(in.extension_folder) || near(in.temp_dir) ||
       std::any_of(in.allowed_paths.begin(), in.allowed_paths.end(), holds) ||
-      std::any_of(in.denied_paths.begin(), in.denied_paths.end(), holds) ||
-      std::any_of(in.read_only_paths.begin(), in.read_only_paths.end(), holds))
+      std::any_of(in.denied_paths.begin(), in.denied_paths.end(), near) ||
+      std::any_of(in.read_only_paths.begin(), in.read_only_paths.end(), near))
     return "";
   return prefix;
+}
+
+// Whether the program (or its ELF loader) may be executed: not from another extension's
+// folder (the extension folders are read-only paths), where its own folder is the only one it
+// gets. A loader must also lie in the system folders or the extension's own folder: a native
+// program names its loader itself, and the grant reads and executes whatever file that is.
+bool may_execute(const sandbox_inputs& in, const std::string& file, bool loader) {
+  const bool own = !in.extension_folder.empty() && is_at_or_under(file, in.extension_folder);
+  if (own) return true;
+  if (std::any_of(in.read_only_paths.begin(), in.read_only_paths.end(),
+                  [&](const std::string& r) { return is_at_or_under(file, r); }))
+    return false;
+  if (!loader) return true;
+  const auto& system = sandbox_system_dirs();
+  return std::any_of(system.begin(), system.end(), [&](const std::string& d) { return is_at_or_under(file, d); });
 }
 
 bool normalized_abs(std::string_view p) {
@@ -112,14 +132,15 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
   p.read.insert(p.read.end(), {"/dev/urandom", "/dev/random"});
   p.write.insert(p.write.end(), {"/dev/null", "/dev/zero", "/dev/full"});
   if (!in.extension_folder.empty()) (spawn ? p.execute : p.read).push_back(in.extension_folder);
-  if (!in.interpreter.empty()) {
+  if (!in.interpreter.empty() && may_execute(in, in.interpreter, false)) {
     p.execute.push_back(in.interpreter);
     std::string base(basename_of(in.interpreter));
     // The interpreter's own config (/etc/python3.11) and, outside /usr, its install prefix.
     if (base.starts_with("python")) p.read.push_back("/etc/" + base);
     if (std::string prefix = interpreter_prefix(in); !prefix.empty()) p.read.push_back(std::move(prefix));
   }
-  if (!in.interpreter_loader.empty()) p.execute.push_back(in.interpreter_loader);
+  if (!in.interpreter_loader.empty() && may_execute(in, in.interpreter_loader, true))
+    p.execute.push_back(in.interpreter_loader);
   if (!in.temp_dir.empty()) {
     p.temp_dir = in.temp_dir;
     p.write.push_back(in.temp_dir);

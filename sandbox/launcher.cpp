@@ -62,8 +62,12 @@ std::string elf_interpreter(const std::string& executable) {
       if (::pread(fd, interp.data(), interp.size(), static_cast<off_t>(ph.p_offset)) != static_cast<ssize_t>(interp.size()))
         break;
       interp.resize(std::strlen(interp.c_str()));
+      // A relative loader is found from the folder the program starts in, not from ours:
+      // nothing is granted for it (the kernel's exec then meets the sandbox as it is).
       char real[PATH_MAX];
-      if (::realpath(interp.c_str(), real)) out = real;
+      struct stat st{};
+      if (interp.starts_with('/') && ::realpath(interp.c_str(), real) && ::stat(real, &st) == 0 && S_ISREG(st.st_mode))
+        out = real;
       break;
     }
   }

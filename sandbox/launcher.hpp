@@ -17,7 +17,8 @@ namespace dhara::sandbox {
 std::string launcher_path();
 
 /// The resolved ELF loader (PT_INTERP) of an executable, e.g.
-/// `/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2`; "" for a static or non-ELF file.
+/// `/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2`; "" for a static or non-ELF file, and
+/// for a loader that is relative or not a regular file (nothing is granted for it).
 std::string elf_interpreter(const std::string& executable);
 
 /// A private folder (make_private_dir), held by this process until the object goes: a lock on

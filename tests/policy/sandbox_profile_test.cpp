@@ -212,6 +212,40 @@ TEST_CASE("a program outside /usr brings no prefix that holds the home, a projec
   }
 }
 
+TEST_CASE("a program or loader in another extension's folder is not granted, nor its folder", "[policy][sandbox]") {
+  // `../victim/bin/node` as a command: the prefix would be victim's whole folder.
+  sandbox_inputs in = base_inputs({});
+  in.home = "/home/u";
+  in.read_only_paths = {"/home/u/.dhara/extensions"};
+  in.interpreter = "/home/u/.dhara/extensions/victim/bin/node";
+  sandbox_profile p = compute_sandbox_profile(in);
+  CHECK_FALSE(has(p.read, "/home/u/.dhara/extensions/victim"));
+  CHECK_FALSE(has(p.execute, "/home/u/.dhara/extensions/victim/bin/node"));
+  // Its loader likewise; the extension's own folder may hold either.
+  in.interpreter = "/home/u/.dhara/extensions/probe/tool";
+  in.interpreter_loader = "/home/u/.dhara/extensions/victim/ld.so";
+  p = compute_sandbox_profile(in);
+  CHECK(has(p.execute, "/home/u/.dhara/extensions/probe/tool"));  // its own program
+  CHECK_FALSE(has(p.execute, "/home/u/.dhara/extensions/victim/ld.so"));
+  in.interpreter_loader = "/home/u/.dhara/extensions/probe/ld.so";
+  CHECK(has(compute_sandbox_profile(in).execute, "/home/u/.dhara/extensions/probe/ld.so"));
+}
+
+TEST_CASE("a loader outside the system folders and the extension's own is not granted", "[policy][sandbox]") {
+  // A native program names its loader (PT_INTERP) itself; its grant reads and executes it.
+  for (const char* loader : {"/home/u/.aws/credentials", "/home/u/proj/src", "/opt/x/ld.so"}) {
+    INFO(loader);
+    sandbox_inputs in = base_inputs({});
+    in.interpreter_loader = loader;
+    sandbox_profile p = compute_sandbox_profile(in);
+    CHECK_FALSE(has(p.execute, loader));
+    CHECK_FALSE(has(p.read, loader));
+  }
+  sandbox_inputs in = base_inputs({});
+  in.interpreter_loader = "/lib64/ld-linux-x86-64.so.2";  // on a system whose /lib64 is not a link
+  CHECK(has(compute_sandbox_profile(in).execute, "/lib64/ld-linux-x86-64.so.2"));
+}
+
 TEST_CASE("granted comes from approvals the manifest declares, minus denials", "[policy][sandbox]") {
   extension_policy e;
   e.declared.insert(capability::filesystem_read);
