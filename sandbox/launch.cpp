@@ -123,13 +123,29 @@ void write_file(const char* path, const std::string& text) {
 // denied file, and a read-only bind of a folder onto itself keeps it readable but not
 // writable (EROFS). The capabilities this gives (inside the new user namespace only) are
 // dropped in step 3, after which mode 000 and read-only hold even for root.
+// The folder glob() could not list, and why: a denied pattern's matches are then unknown.
+std::string unlisted_folder;
+int unlisted_error = 0;
+
+int note_unlisted(const char* path, int error) {
+  if (error == ENOENT || error == ENOTDIR) return 0;  // no such folder: nothing in it to hide
+  unlisted_folder = path;
+  unlisted_error = error;
+  return 1;  // stop: fail closed rather than mask nothing
+}
+
 void apply_masks(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
     glob_t g{};
     // Backslash escapes: policy::glob3_pattern. GLOB_PERIOD: dhara's matcher lets `*` match a
-    // leading dot, so `*.env` must mask `.env` too.
-    if (::glob(pattern.c_str(), GLOB_NOSORT | GLOB_PERIOD, nullptr, &g) == 0)
+    // leading dot, so `*.env` must mask `.env` too. A folder that exists but cannot be listed
+    // (mode 0300) would hide what it holds: the launch stops.
+    const int rc = ::glob(pattern.c_str(), GLOB_NOSORT | GLOB_PERIOD, note_unlisted, &g);
+    if (rc == GLOB_ABORTED)
+      die("mask", unlisted_error, "cannot list " + unlisted_folder + " to hide the denied entries matching " + pattern +
+                                      " (give its owner read permission on it)");
+    if (rc == 0)
       for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
   }

@@ -353,6 +353,63 @@ def test_a_program_in_its_own_folder_reads_neither_its_neighbours_nor_the_home()
         h.close()
 
 
+def test_a_denied_glob_in_a_folder_that_cannot_be_listed_stops_the_launch():
+    # `$DHARA_HOME/permissions.json*` is masked by listing $DHARA_HOME. At mode 0300 (write
+    # and search, no read) the list failed quietly, nothing was masked, and an extension
+    # allowed the home read permissions.json. Root lists any folder, so this runs as nobody.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    as_user = None
+    if os.geteuid() == 0:
+        import pwd
+        try:
+            nobody = pwd.getpwnam("nobody")
+        except KeyError:
+            need("a user 'nobody' to run as (root lists any folder)", False)
+            return
+        if not os.access(DHARA, os.X_OK, effective_ids=False) or any(
+                not os.stat(d).st_mode & 0o001 for d in parents_of(DHARA)):
+            need("a dhara binary that 'nobody' can run", False)
+            return
+        as_user = nobody
+    h = Home(approved=["filesystem:read"], allowed=["~"])
+    try:
+        h.json(os.path.join(h.dh, "permissions.json"), {
+            "probe": {"version": "1.0.0", "capabilities": {"filesystem:read": "approved"}},
+            "PERMS": {"version": "1.0.0", "capabilities": {}}})  # a name to look for in what cat prints
+        if as_user:
+            for d, dirs, files in os.walk(h.root):
+                for n in [d] + [os.path.join(d, f) for f in dirs + files]:
+                    os.lchown(n, as_user.pw_uid, as_user.pw_gid)
+        env = dict(h.env)
+
+        def cat(path):
+            pre = (lambda: (os.setgid(as_user.pw_gid), os.setuid(as_user.pw_uid))) if as_user else None
+            p = subprocess.run([DHARA, "sandbox", "exec", "--extension", "probe", "--", "/bin/cat", path], cwd=h.project,
+                               env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+                               preexec_fn=pre)
+            return p.returncode, p.stdout, p.stderr
+
+        perms = os.path.join(h.dh, "permissions.json")
+        code, out, err = cat(perms)
+        assert code == 1 and "Permission denied" in err and "PERMS" not in out, (code, out, err)  # listed: masked
+        os.chmod(h.dh, 0o300)
+        code, out, err = cat(perms)
+        assert code == 126 and "cannot list" in err and "PERMS" not in out, (code, out, err)
+    finally:
+        os.chmod(h.dh, 0o700)
+        h.close()
+
+
+def parents_of(path):
+    d = os.path.dirname(os.path.abspath(path))
+    out = []
+    while d != "/":
+        out.append(d)
+        d = os.path.dirname(d)
+    return out
+
+
 def test_symlink_made_inside_cannot_reach_out():
     if not need("Landlock", ABI >= 1):
         return
