@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/path_rules.hpp"
 #include "policy/sandbox_profile.hpp"
 
 extern char** environ;
@@ -172,7 +174,27 @@ void apply_masks(const policy::sandbox_profile& p) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     die("mask", errno, "cannot make / private in the new mount namespace");
   constexpr unsigned long ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  // Read-only first: a mask inside a read-only folder is then mounted on top of it.
+  // A mask holds its own path, not the folders above it. With write on the grant around it,
+  // an extension could rename a folder between that grant and the mask (`mv config config2`
+  // with `config/secrets` denied), and the next start, which finds its masks by path, would
+  // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
+  // or removed (EBUSY). Outer folders first, each bind without what is mounted below it.
+  std::vector<std::string> pins;
+  auto pin_above = [&](const std::string& inner) {
+    for (const std::string& w : p.write) {
+      if (inner == w || !policy::is_at_or_under(inner, w)) continue;
+      for (std::string a = inner.substr(0, inner.rfind('/')); a.size() > w.size(); a.resize(a.rfind('/')))
+        pins.push_back(a);
+    }
+  };
+  for (const auto& [path, dir] : present) pin_above(path);
+  for (const std::string& r : read_only) pin_above(r);
+  std::sort(pins.begin(), pins.end());
+  pins.erase(std::unique(pins.begin(), pins.end()), pins.end());
+  for (const std::string& a : pins)
+    if (::mount(a.c_str(), a.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      die("mask", errno, "cannot keep " + a + ", which holds a denied or read-only path, from being renamed");
+  // Read-only next: a mask inside a read-only folder is then mounted on top of it.
   for (const std::string& path : read_only) {
     // The remount keeps the flags the mount has (the kernel refuses to clear them inside a
     // user namespace) and adds read-only; exec stays as it was, for native extensions.

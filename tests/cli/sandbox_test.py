@@ -401,6 +401,38 @@ def test_a_denied_glob_in_a_folder_that_cannot_be_listed_stops_the_launch():
         h.close()
 
 
+def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start():
+    # `config/secrets` denied inside a writable project: renaming `config` (or `~/.dhara`,
+    # with the home writable) used to work, and the next start, which finds masks by path,
+    # hid nothing: `config2/secrets/db.txt` was read, and a new `~/.dhara/config.json` set
+    # the level to yolo.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"])
+    try:
+        p = h.project
+        os.makedirs(f"{p}/config/secrets")
+        h.put(f"{p}/config/secrets/db.txt", "DB PASSWORD\n")
+        h.put(f"{p}/config/app.txt", "app\n")
+        h.json(os.path.join(h.dh, "config.json"), {"security": {
+            "allowedPaths": ["~", p], "deniedPaths": [f"{p}/config/secrets"]}})
+        code = ("import errno, os, sys\n"
+                "def mv(a, b):\n"
+                "    try:\n"
+                "        os.rename(a, b); return 'OK'\n"
+                "    except OSError as e:\n"
+                "        return errno.errorcode[e.errno]\n"
+                "print(mv(sys.argv[1], sys.argv[1] + '2'), mv(sys.argv[2], sys.argv[2] + '-old'))\n")
+        rc, out, err = h.exec("python3", "-c", code, f"{p}/config", h.dh)
+        assert rc == 0 and out.split() == ["EBUSY", "EBUSY"], (rc, out, err)
+        assert os.path.isdir(f"{p}/config/secrets") and os.path.isdir(h.dh)
+        r = h.probe(f"read:{p}/config/app.txt", f"read:{p}/config/secrets/db.txt", f"write:{p}/config/new.txt")
+        expect(r, {f"read:{p}/config/app.txt": "OK", f"read:{p}/config/secrets/db.txt": "EACCES",
+                   f"write:{p}/config/new.txt": "OK"})  # the folder itself stays writable
+    finally:
+        h.close()
+
+
 def parents_of(path):
     d = os.path.dirname(os.path.abspath(path))
     out = []
