@@ -119,12 +119,6 @@ void write_file(const char* path, const std::string& text) {
   ::close(fd);
 }
 
-// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
-// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
-// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
-// denied file, and a read-only bind of a folder onto itself keeps it readable but not
-// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
-// dropped in step 3, after which mode 000 and read-only hold even for root.
 // The folder glob() could not list, and why: a denied pattern's matches are then unknown.
 std::string unlisted_folder;
 int unlisted_error = 0;
@@ -136,6 +130,12 @@ int note_unlisted(const char* path, int error) {
   return 1;  // stop: fail closed rather than mask nothing
 }
 
+// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
+// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
+// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
+// denied file, and a read-only bind of a folder onto itself keeps it readable but not
+// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
+// dropped in step 3, after which mode 000 and read-only hold even for root.
 void apply_masks(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
