@@ -195,12 +195,15 @@ TEST_CASE("a relative or non-file ELF loader is granted nothing", "[host][sandbo
     return p.string();
   };
   fs::create_directories(h.project() / "src");
+  struct back_to {  // the tests after this one run where they started, even when a check fails
+    fs::path was = fs::current_path();
+    ~back_to() { fs::current_path(was); }
+  } restore;
   fs::current_path(h.project());  // where dhara resolved the relative loader from
   CHECK(sandbox::elf_interpreter(patched("src")).empty());
   CHECK(sandbox::elf_interpreter(patched("lib64/ld-linux-x86-64.so.2")).empty());
   CHECK(sandbox::elf_interpreter(patched("/tmp")).empty());  // a folder
   CHECK(sandbox::elf_interpreter(patched(abs_loader)) == real);
-  fs::current_path("/");
 }
 
 TEST_CASE("a batch line that is not a call says what keeps it from being one", "[host][batch]") {
