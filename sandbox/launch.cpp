@@ -178,7 +178,8 @@ void apply_masks(const policy::sandbox_profile& p) {
   // an extension could rename a folder between that grant and the mask (`mv config config2`
   // with `config/secrets` denied), and the next start, which finds its masks by path, would
   // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
-  // or removed (EBUSY). Outer folders first, each bind without what is mounted below it.
+  // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
+  // filesystem mounted inside the project stays visible), and the masks come after.
   std::vector<std::string> pins;
   auto pin_above = [&](const std::string& inner) {
     for (const std::string& w : p.write) {
@@ -192,7 +193,7 @@ void apply_masks(const policy::sandbox_profile& p) {
   std::sort(pins.begin(), pins.end());
   pins.erase(std::unique(pins.begin(), pins.end()), pins.end());
   for (const std::string& a : pins)
-    if (::mount(a.c_str(), a.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    if (::mount(a.c_str(), a.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
       die("mask", errno, "cannot keep " + a + ", which holds a denied or read-only path, from being renamed");
   // Read-only next: a mask inside a read-only folder is then mounted on top of it.
   for (const std::string& path : read_only) {

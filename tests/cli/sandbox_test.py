@@ -407,6 +407,7 @@ def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start(
     if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
         return
     h = Home(approved=["filesystem:read", "filesystem:write"])
+    mounted = False
     try:
         p = h.project
         os.makedirs(f"{p}/config/secrets")
@@ -421,13 +422,24 @@ def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start(
                 "    except OSError as e:\n"
                 "        return errno.errorcode[e.errno]\n"
                 "print(mv(sys.argv[1], sys.argv[1] + '2'), mv(sys.argv[2], sys.argv[2] + '-old'))\n")
+        # A filesystem mounted inside a pinned folder stays visible (root can make one here).
+        os.makedirs(f"{p}/config/data")
+        mounted = os.geteuid() == 0 and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "dhara-test", f"{p}/config/data"],
+            capture_output=True).returncode == 0
+        if mounted:
+            h.put(f"{p}/config/data/on-tmpfs.txt", "tmpfs\n")
         rc, out, err = h.exec("python3", "-c", code, f"{p}/config", h.dh)
         assert rc == 0 and out.split() == ["EBUSY", "EBUSY"], (rc, out, err)
         assert os.path.isdir(f"{p}/config/secrets") and os.path.isdir(h.dh)
-        r = h.probe(f"read:{p}/config/app.txt", f"read:{p}/config/secrets/db.txt", f"write:{p}/config/new.txt")
+        r = h.probe(f"read:{p}/config/app.txt", f"read:{p}/config/secrets/db.txt", f"write:{p}/config/new.txt",
+                    f"read:{p}/config/data/on-tmpfs.txt")
         expect(r, {f"read:{p}/config/app.txt": "OK", f"read:{p}/config/secrets/db.txt": "EACCES",
-                   f"write:{p}/config/new.txt": "OK"})  # the folder itself stays writable
+                   f"write:{p}/config/new.txt": "OK",  # the folder itself stays writable
+                   f"read:{p}/config/data/on-tmpfs.txt": "OK" if mounted else "ENOENT"})
     finally:
+        if mounted:
+            subprocess.run(["umount", f"{h.project}/config/data"], capture_output=True)
         h.close()
 
 
