@@ -80,9 +80,9 @@ policy::result<std::string> interpreter_cache::resolve(const std::string& argv0,
   // or below it. `./python3` in an extension's folder is the extension's code: it runs only
   // sandboxed, as itself. The answer must name an executable file, taken at its real path.
   const std::string base(policy::basename_of(argv0));
-  char real_cwd[PATH_MAX];
-  const bool on_path = argv0.find('/') == std::string::npos && !policy::is_at_or_under(exe, cwd) &&
-                       (::realpath(cwd.c_str(), real_cwd) == nullptr || !policy::is_at_or_under(exe, real_cwd));
+  char real_cwd[PATH_MAX];  // `exe` is a real path: compared with the folder's real path
+  const std::string folder = ::realpath(cwd.c_str(), real_cwd) != nullptr ? real_cwd : cwd;
+  const bool on_path = argv0.find('/') == std::string::npos && !policy::is_at_or_under(exe, folder);
   std::string real;
   if (on_path && (base == "python3" || base == "python"))
     real = first_line_of({exe, "-c", "import sys; print(sys.executable)"});

@@ -195,6 +195,8 @@ TEST_CASE("a relative or non-file ELF loader is granted nothing", "[host][sandbo
     return p.string();
   };
   fs::create_directories(h.project() / "src");
+  fs::create_directories(h.project() / "lib64");  // a file the relative loader below names from here
+  std::ofstream(h.project() / "lib64/ld-linux-x86-64.so.2") << "not a loader\n";
   struct back_to {  // the tests after this one run where they started, even when a check fails
     fs::path was = fs::current_path();
     ~back_to() { fs::current_path(was); }
