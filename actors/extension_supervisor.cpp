@@ -45,6 +45,19 @@ json signal_name(int sig) {
   return abbrev ? json(std::string("SIG") + abbrev) : json(sig);
 }
 
+// What the sandbox launcher said when it refused to start the extension: it prints one line
+// `dhara-launch: PHASE: ERROR (WHY)` and exits 126 or 127 before the extension runs
+// (docs/sandbox.md). "" for any other exit.
+std::string launcher_refusal(const io::process_exit& e) {
+  if (e.term_signal != 0 || (e.exit_status != 126 && e.exit_status != 127)) return {};
+  constexpr std::string_view tag = "dhara-launch: ";
+  std::size_t at = e.stderr_tail.rfind(tag);
+  if (at == std::string::npos || (at != 0 && e.stderr_tail[at - 1] != '\n')) return {};
+  std::string line = e.stderr_tail.substr(at + tag.size());
+  line.erase(std::min(line.find('\n'), line.size()));
+  return line;
+}
+
 // Call deadlines, earliest first: deadline (ms) → rpc id.
 using deadline_map = std::multimap<std::int64_t, std::int64_t>;
 
@@ -407,11 +420,15 @@ void on_exit(self_ptr self, io::process_exit e) {
   json data = {{"exitCode", e.term_signal ? json(nullptr) : json(e.exit_status)},
                {"signal", signal_name(e.term_signal)},
                {"stderrTail", e.stderr_tail.size() > 2048 ? e.stderr_tail.substr(e.stderr_tail.size() - 2048) : e.stderr_tail}};
+  const std::string refusal = e.violation.empty() ? launcher_refusal(e) : std::string();
   std::string what = !e.violation.empty() ? "extension '" + st.cfg.name + "' broke the protocol: " + e.violation
                      : st.expected_exit  ? "extension '" + st.cfg.name + "' was stopped: a cancelled or timed-out call did not end"
+                     : !refusal.empty()  ? "extension '" + st.cfg.name + "' could not start in its sandbox"
                                          : "extension '" + st.cfg.name + "' crashed";
+  // The launcher's reason goes last, where it reads as the cause of what came before.
+  const std::string why = refusal.empty() ? std::string() : ": " + refusal;
   if (!e.violation.empty()) data["violation"] = e.violation;
-  fail_all(self, call_error(io::rpc_error::crashed, what, data));
+  fail_all(self, call_error(io::rpc_error::crashed, what + why, data));
   bool counts = !st.expected_exit;
   std::int64_t now = now_ms();
   if (counts) {
@@ -419,13 +436,16 @@ void on_exit(self_ptr self, io::process_exit e) {
     while (!st.restart_times.empty() && now - st.restart_times.front() > static_cast<std::int64_t>(st.cfg.restart_window_ms))
       st.restart_times.pop_front();
     if (st.restart_times.size() > st.cfg.max_restarts) {
-      mark_failed(self, what + " " + std::to_string(st.restart_times.size()) + " times within " +
-                            std::to_string(st.cfg.restart_window_ms / 1000) + " s; not restarting");
+      const std::string times = std::to_string(st.restart_times.size()) + " times within " +
+                                std::to_string(st.cfg.restart_window_ms / 1000) + " s; not restarting";
+      mark_failed(self, refusal.empty() ? what + " " + times : what + " (it ended " + times + ")" + why);
       return;
     }
   }
   ++st.info.restarts;
-  if (counts)
+  if (counts && !refusal.empty())
+    spdlog::warn("{}{}; restarting", what, why);
+  else if (counts)
     spdlog::warn("{} (exit code {}, signal {}); restarting", what, e.exit_status, e.term_signal);
   else
     spdlog::info("extension {} stopped after a cancel or timeout; restarting", st.cfg.name);

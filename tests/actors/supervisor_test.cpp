@@ -362,6 +362,37 @@ TEST_CASE_METHOD(runtime_fixture, "a missing interpreter fails at once with the 
   stop(sup);
 }
 
+TEST_CASE_METHOD(runtime_fixture, "a start the sandbox launcher refused is named with its reason", "[runtime][supervisor]") {
+  // dhara-launch prints one line and exits 126 before the extension runs; an extension that
+  // crashes prints what it likes, and stays "crashed".
+  auto cfg = config_for("echo-py");
+  cfg.max_restarts = 1;
+  cfg.argv = {"/bin/sh", "-c",
+              "echo 'dhara-launch: landlock: Too many levels of symbolic links (cannot grant /x: a link)' >&2; exit 126"};
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  auto info = status(sup);
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       info.state != actors::extension_state::failed && std::chrono::steady_clock::now() < deadline;
+       info = status(sup))
+    std::this_thread::sleep_for(20ms);
+  CHECK(info.state == actors::extension_state::failed);
+  CHECK(info.reason == "extension 'echo-py' could not start in its sandbox (it ended 2 times within 60 s; not "
+                       "restarting): landlock: Too many levels of symbolic links (cannot grant /x: a link)");
+  stop(sup);
+
+  auto crash = config_for("crash");
+  crash.max_restarts = 0;
+  crash.argv = {"/bin/sh", "-c", "echo 'dhara-launch: made up' >&2; exit 3"};
+  auto other = actors::spawn_supervisor(sys, loop, crash);
+  info = status(other);
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       info.state != actors::extension_state::failed && std::chrono::steady_clock::now() < deadline;
+       info = status(other))
+    std::this_thread::sleep_for(20ms);
+  CHECK(info.reason == "extension 'crash' crashed 1 times within 60 s; not restarting");
+  stop(other);
+}
+
 TEST_CASE_METHOD(runtime_fixture, "wrong and duplicate response ids are ignored", "[runtime][supervisor]") {
   auto sup = actors::spawn_supervisor(sys, loop, config_for("unknown-id"));
   for (int i = 0; i < 3; ++i) CHECK(call(sup, "echo", {{"text", "ok"}}, "c" + std::to_string(i)).ok);
