@@ -313,8 +313,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   std::string tmp = dir->path() + "/tmp";
   private_dirs_.push_back(std::move(*dir));
   if (::mkdir(tmp.c_str(), 0700) != 0) return "cannot start: cannot create its private temp dir " + tmp;
-  policy::sandbox_inputs in =
-      policy::sandbox_inputs_for(snap, ext, exe, sandbox::elf_interpreter(exe), tmp);
+  policy::sandbox_inputs in = sandbox::sandbox_inputs_here(snap, ext, exe, tmp);
   // A session that asks at call time (serve) may still grant a pending capability: the
   // kernel allows what the user may grant this session, the broker asks at each use.
   if (!options_.prompt_at_load && snap.interactive)

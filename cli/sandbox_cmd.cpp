@@ -117,8 +117,7 @@ int sandbox_exec(const sandbox_exec_options& o) {
     std::perror("dhara: cannot create the private temp dir");
     return 126;
   }
-  policy::sandbox_profile profile = policy::compute_sandbox_profile(
-      policy::sandbox_inputs_for(snap, ext, *exe, sandbox::elf_interpreter(*exe), tmp));
+  policy::sandbox_profile profile = policy::compute_sandbox_profile(sandbox::sandbox_inputs_here(snap, ext, *exe, tmp));
   for (const std::string& u : profile.unenforced) std::fprintf(stderr, "dhara: note: %s\n", u.c_str());
   auto file = sandbox::write_profile_file(profile, held.path());
   if (!file) {

@@ -97,6 +97,22 @@ const std::vector<std::string>& sandbox_system_dirs() {
   return dirs;
 }
 
+namespace {
+const std::vector<std::string> dev_read = {"/dev/urandom", "/dev/random"};
+const std::vector<std::string> dev_write = {"/dev/null", "/dev/zero", "/dev/full"};
+
+// `/etc/python3.11`: the configuration folder of the interpreter `python3.11`.
+bool python_etc(std::string_view path) {
+  return parent_of(path) == "/etc" && basename_of(path).starts_with("python");
+}
+}  // namespace
+
+bool sandbox_path_follows_links(std::string_view path) {
+  auto listed = [&](const std::vector<std::string>& l) { return std::find(l.begin(), l.end(), path) != l.end(); };
+  return listed(sandbox_system_dirs()) || listed(sandbox_etc_files()) || listed(dev_read) || listed(dev_write) ||
+         python_etc(path);
+}
+
 capability_set sandbox_granted(const extension_policy& ext) {
   return ((ext.approved_by_user | ext.approved_by_author) & ext.declared).minus(ext.denied);
 }
@@ -129,14 +145,14 @@ sandbox_profile compute_sandbox_profile(const sandbox_inputs& in) {
 
   for (const std::string& d : sandbox_system_dirs()) (spawn ? p.execute : p.read).push_back(d);
   for (const std::string& f : sandbox_etc_files()) p.read.push_back(f);
-  p.read.insert(p.read.end(), {"/dev/urandom", "/dev/random"});
-  p.write.insert(p.write.end(), {"/dev/null", "/dev/zero", "/dev/full"});
+  p.read.insert(p.read.end(), dev_read.begin(), dev_read.end());
+  p.write.insert(p.write.end(), dev_write.begin(), dev_write.end());
   if (!in.extension_folder.empty()) (spawn ? p.execute : p.read).push_back(in.extension_folder);
   if (!in.interpreter.empty() && may_execute(in, in.interpreter, false)) {
     p.execute.push_back(in.interpreter);
     std::string base(basename_of(in.interpreter));
     // The interpreter's own config (/etc/python3.11) and, outside /usr, its install prefix.
-    if (base.starts_with("python")) p.read.push_back("/etc/" + base);
+    if (std::string etc = "/etc/" + base; python_etc(etc)) p.read.push_back(std::move(etc));
     if (std::string prefix = interpreter_prefix(in); !prefix.empty()) p.read.push_back(std::move(prefix));
   }
   if (!in.interpreter_loader.empty() && may_execute(in, in.interpreter_loader, true))

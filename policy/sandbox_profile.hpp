@@ -18,6 +18,7 @@ namespace dhara::policy {
 inline constexpr int sandbox_profile_version = 2;
 
 /// What a profile is computed from. Every path is absolute, normalized and resolved.
+/// The extension's folder must be given resolved too (the launcher follows no link on it).
 struct sandbox_inputs {
   capability_set granted;                  ///< approved, declared and not denied
   std::vector<std::string> allowed_paths;  ///< allowedPaths (plain entries, resolved)
@@ -68,6 +69,14 @@ const std::vector<std::string>& sandbox_etc_files();
 
 /// The system folders every extension may read (execute too with process:spawn).
 const std::vector<std::string>& sandbox_system_dirs();
+
+/// Whether the launcher may follow symbolic links on `path`, a grant of a profile: only on
+/// the fixed system paths a profile grants (sandbox_system_dirs, sandbox_etc_files, the
+/// device files, `/etc/pythonX.Y`), where links are part of the system (`/bin` into `/usr`,
+/// `/etc/resolv.conf`). Every other grant was resolved when the profile was computed, so a
+/// link on it now was made since, perhaps by an extension that may write next to it: the
+/// launcher refuses to start rather than grant what the link points at.
+bool sandbox_path_follows_links(std::string_view path);
 
 /// The capabilities the kernel should grant `ext`: approved (by the user or a trusted
 /// author) and declared, minus recorded denials.

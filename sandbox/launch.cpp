@@ -13,6 +13,7 @@
 #include <glob.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -243,13 +244,31 @@ struct rule {
   std::uint64_t rights;
 };
 
+// An O_PATH fd for a granted path. Links are followed only on the fixed system paths: every
+// other grant was resolved when the profile was computed, and a restart launches from the
+// same profile, so a link found on one now was made since (an extension that may write next
+// to another's temp dir could swap it for a link to the home). It is refused, not followed.
+int open_grant(const std::string& path) {
+  if (policy::sandbox_path_follows_links(path)) return ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
+  if (fd < 0 && errno == ELOOP)
+    die("landlock", ELOOP, "cannot grant " + path + ": a symbolic link lies on that path now, which was not there "
+        "when the session computed this extension's profile, and the sandbox does not follow it; start the "
+        "session again if the link is meant to be there");
+  if (fd < 0 && errno == ENOSYS) die("landlock", ENOSYS, "openat2 needs Linux 5.6 or later");
+  return fd;
+}
+
 // O_PATH fds for every granted path, opened before capabilities go (a root launcher may
 // need them to reach the path). A path that does not exist grants nothing and is skipped.
 std::vector<rule> open_rules(const policy::sandbox_profile& p) {
   std::vector<rule> rules;
   auto add = [&](const std::vector<std::string>& paths, std::uint64_t rights) {
     for (const std::string& path : paths) {
-      int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+      int fd = open_grant(path);
       if (fd < 0) continue;
       struct stat st{};
       if (::fstat(fd, &st) != 0) die("landlock", errno, "cannot stat " + path);

@@ -75,6 +75,16 @@ std::string elf_interpreter(const std::string& executable) {
   return out;
 }
 
+policy::sandbox_inputs sandbox_inputs_here(const policy::policy_snapshot& snapshot,
+                                           const policy::extension_policy& ext, const std::string& program,
+                                           std::string temp_dir) {
+  policy::sandbox_inputs in =
+      policy::sandbox_inputs_for(snapshot, ext, program, elf_interpreter(program), std::move(temp_dir));
+  char real[PATH_MAX];
+  if (!in.extension_folder.empty() && ::realpath(in.extension_folder.c_str(), real)) in.extension_folder = real;
+  return in;
+}
+
 namespace {
 
 // The empty folder inside a private folder that says dhara made it: only folders with it are

@@ -21,6 +21,14 @@ std::string launcher_path();
 /// for a loader that is relative or not a regular file (nothing is granted for it).
 std::string elf_interpreter(const std::string& executable);
 
+/// policy::sandbox_inputs_for on this machine: with `program`'s ELF loader, and the
+/// extension's folder at its real path (`~/.dhara/extensions/x` may be a link): the launcher
+/// follows no link on a grant that is not a system path. A folder that cannot be resolved is
+/// given as it is (the launcher then grants it only if it is there without a link).
+policy::sandbox_inputs sandbox_inputs_here(const policy::policy_snapshot& snapshot,
+                                           const policy::extension_policy& ext, const std::string& program,
+                                           std::string temp_dir);
+
 /// A private folder (make_private_dir), held by this process until the object goes: a lock on
 /// the folder says it is in use, and the destructor removes it with everything in it. A folder
 /// of a process that died without removing it (killed) holds no lock, and the next

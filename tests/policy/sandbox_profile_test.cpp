@@ -246,6 +246,33 @@ TEST_CASE("a loader outside the system folders and the extension's own is not gr
   CHECK(has(compute_sandbox_profile(in).execute, "/lib64/ld-linux-x86-64.so.2"));
 }
 
+TEST_CASE("the launcher follows links on the fixed system grants only", "[policy][sandbox]") {
+  // Every grant a profile makes whatever its inputs is a fixed system path, where links are
+  // part of the system (/bin into /usr): a fixed grant added without being listed would stop
+  // every extension from starting on a merged-/usr system.
+  sandbox_inputs in = base_inputs({capability::process_spawn, capability::network_outbound});
+  in.allowed_paths.clear();
+  in.extension_folder.clear();
+  in.interpreter = "/usr/bin/python3.11";
+  in.interpreter_loader.clear();
+  in.temp_dir.clear();
+  sandbox_profile p = compute_sandbox_profile(in);
+  std::vector<std::string> fixed;
+  for (auto* l : {&p.read, &p.write, &p.execute}) fixed.insert(fixed.end(), l->begin(), l->end());
+  std::erase(fixed, "/usr/bin/python3.11");  // resolved before it was given
+  CHECK(fixed.size() > 20);
+  for (const std::string& g : fixed) CHECK(sandbox_path_follows_links(g));
+  for (const char* g : {"/bin", "/lib64", "/etc/resolv.conf", "/etc/localtime", "/dev/null", "/etc/python3.11"})
+    CHECK(sandbox_path_follows_links(g));
+  // Everything else was resolved when the profile was computed: the extension's folder, its
+  // temp dir, the allowed paths, the interpreter, its loader and prefix.
+  for (const char* g : {"/home/u/proj", "/tmp/dhara-ext-abc/tmp", "/home/u/.dhara/extensions/probe",
+                        "/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/usr/bin",
+                        "/etc", "/etc/python3.11/sitecustomize.py", "/etc/shadow", "/dev", "/", "/etc/pythonic/x",
+                        "/home/u/etc/python3.11"})
+    CHECK_FALSE(sandbox_path_follows_links(g));
+}
+
 TEST_CASE("granted comes from approvals the manifest declares, minus denials", "[policy][sandbox]") {
   extension_policy e;
   e.declared.insert(capability::filesystem_read);
