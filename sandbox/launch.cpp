@@ -221,22 +221,36 @@ void apply_masks(const policy::sandbox_profile& p) {
       die("mask", errno, "cannot hide the denied folder " + path);
   }
   if (!files) return;
-  // An empty mode-000 file to bind over denied files, made on a scratch tmpfs mounted over
-  // the private temp dir and detached again once the binds hold it.
-  if (p.temp_dir.empty()) die("mask", EINVAL, "the profile has no tempDir to build file masks in");
-  if (::mount("dhara-scratch", p.temp_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=700,size=4k") != 0)
-    die("mask", errno, "cannot mount a scratch tmpfs on " + p.temp_dir);
-  std::string empty = p.temp_dir + "/empty";
-  int fd = ::open(empty.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+  // An empty mode-000 file to bind over denied files, on a tmpfs that is never attached to a
+  // path: everything below goes by descriptor. (It was made on a scratch tmpfs mounted over
+  // the temp dir, by path: an extension that may write where the temp dirs are could swap
+  // another extension's temp dir for a link while that one started, and have its denied files
+  // bound to whatever the link's `empty` pointed at, ~/.ssh/id_rsa.)
+  constexpr unsigned hidden = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  const int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0 || ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", "700", 0) != 0 ||
+      ::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) != 0 ||
+      ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    die("mask", errno, "cannot make the tmpfs that holds the empty mask file");
+  const int scratch = ::fsmount(fs, FSMOUNT_CLOEXEC, hidden);
+  if (scratch < 0) die("mask", errno, "cannot mount the tmpfs that holds the empty mask file");
+  ::close(fs);
+  const int fd = ::openat(scratch, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) die("mask", errno, "cannot create the empty mask file");
   ::close(fd);
+  mount_attr read_only_attr{};
+  read_only_attr.attr_set = MOUNT_ATTR_RDONLY | hidden;
   for (const auto& [path, dir] : present) {
     if (dir) continue;
-    if (::mount(empty.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
-        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | ro, nullptr) != 0)
+    // A read-only copy of the file's mount, moved onto the denied file (following a link
+    // there, as the folder masks do).
+    const int tree = ::open_tree(scratch, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tree < 0 || ::mount_setattr(tree, "", AT_EMPTY_PATH, &read_only_attr, sizeof read_only_attr) != 0 ||
+        ::move_mount(tree, "", AT_FDCWD, path.c_str(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_SYMLINKS) != 0)
       die("mask", errno, "cannot hide the denied file " + path);
+    ::close(tree);
   }
-  if (::umount2(p.temp_dir.c_str(), MNT_DETACH) != 0) die("mask", errno, "cannot detach the scratch tmpfs");
+  ::close(scratch);
 }
 
 struct rule {

@@ -443,6 +443,32 @@ def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start(
         h.close()
 
 
+def test_denied_files_are_masked_without_a_path_that_could_be_swapped():
+    # The empty file bound over denied files lived on a scratch tmpfs mounted over the temp dir
+    # and was reached by path: an extension that may write where the temp dirs are could swap
+    # another's temp dir for a link between those lookups (a race: 10 leaks in 20 launches
+    # with 800 masked files) and have ~/.ssh/id_rsa bound over its denied files. The mask is
+    # now made by descriptor, on a tmpfs never attached to a path; so the launcher needs no
+    # temp dir for it (it refused to mask files without one).
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    try:
+        Home.put(f"{root}/ok.txt", "readable\n")
+        for i in range(3):
+            Home.put(f"{root}/config.json.{i}", "DENIED\n")
+        profile = {"version": 2, "read": [root], "execute": ["/usr", "/bin", "/lib", "/lib64"],
+                   "maskGlobs": [f"{root}/config.json*"], "spawn": True}
+        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c",
+                            f"cat {root}/ok.txt; for f in {root}/config.json.*; do cat $f || echo refused; done; "
+                            f"echo x > {root}/config.json.0 || echo unwritable"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+        assert p.stdout.split() == ["readable", "refused", "refused", "refused", "unwritable"], (p.stdout, p.stderr)
+        assert open(f"{root}/config.json.0").read() == "DENIED\n"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
 def parents_of(path):
     d = os.path.dirname(os.path.abspath(path))
     out = []
