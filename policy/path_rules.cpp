@@ -781,7 +781,24 @@ result<path_rule_set> compile_path_rules(const path_rules_input& in, const path_
       set.problems.push_back("allowedPaths entry '" + e.written + "' is read as a glob ('[', '*' and '?' match " +
                              "other names; write '\\[', '\\*' or '\\?' for the character itself, each backslash " +
                              "doubled in JSON): it does not allow a path of that name");
+    // Denied: also in its folder's resolved form, as a plain entry is. A home reached through
+    // a link (`/home/u` → `/data/u`) would leave `$DHARA_HOME/config.json*` matching only the
+    // name through the link: the grants are resolved, so the sandbox masked nothing there.
+    std::optional<path_entry> resolved_form;
+    if (is_denied && resolver.follows_links()) {
+      const std::size_t slash = e.literal_prefix.rfind('/');
+      const std::string folder = slash == 0 ? "/" : e.literal_prefix.substr(0, slash);
+      auto there = resolver.resolve(folder);
+      if (there && *there != folder && e.normalized.starts_with(e.literal_prefix.substr(0, slash + 1))) {
+        path_entry r = e;
+        const std::string to = *there == "/" ? "" : *there;
+        r.normalized = to + e.normalized.substr(slash);
+        r.literal_prefix = to + e.literal_prefix.substr(slash);
+        resolved_form = std::move(r);
+      }
+    }
     list.push_back(std::move(e));
+    if (resolved_form) list.push_back(std::move(*resolved_form));
   };
   // `pattern` (normalized) read into `e`: the folder before the first glob character is a name
   // (unescaped, compared as text), the rest stays a pattern. False if the folder is unusable.

@@ -469,6 +469,31 @@ def test_denied_files_are_masked_without_a_path_that_could_be_swapped():
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
+def test_dharas_state_files_are_masked_when_the_home_is_reached_through_a_link():
+    # HOME=/home/u where /home/u is a link (/data/u): the built-in denials of the state files
+    # are globs (`$DHARA_HOME/config.json*`), and only their form through the link was kept,
+    # while the grants are resolved. So nothing was masked: an extension allowed the home read
+    # permissions.json and wrote config.json (level yolo for the next session).
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"])
+    try:
+        link = os.path.join(h.root, "homelink")
+        os.symlink(h.home, link)
+        h.json(os.path.join(h.dh, "config.json"), {"security": {"allowedPaths": ["~"]}})
+        h.env = dict(h.env, HOME=link)
+        del h.env["DHARA_HOME"]  # its default, ~/.dhara, through the link
+        code, out, err = h.exec("python3", os.path.join(link, ".dhara", "extensions", "probe", "probe.py"),
+                                f"read:{link}/.dhara/permissions.json", f"read:{h.dh}/permissions.json",
+                                f"write:{h.dh}/config.json", f"read:{link}/outside.txt")
+        assert code == 0, (code, out, err)
+        r = json.loads(out.splitlines()[-1])
+        expect(r, {f"read:{link}/.dhara/permissions.json": "EACCES", f"read:{h.dh}/permissions.json": "EACCES",
+                   f"write:{h.dh}/config.json": "EROFS", f"read:{link}/outside.txt": "OK"})
+        assert json.load(open(os.path.join(h.dh, "config.json"))) == {"security": {"allowedPaths": ["~"]}}
+    finally:
+        h.close()
+
 def parents_of(path):
     d = os.path.dirname(os.path.abspath(path))
     out = []

@@ -710,3 +710,39 @@ TEST_CASE("path_to_resolve names the path check_path resolves", "[policy][paths]
   CHECK_FALSE(path_to_resolve(std::string("a\0b", 3), "/home/u/proj", home, named));
   CHECK_FALSE(path_to_resolve("~other/x", "/home/u/proj", home, named));
 }
+
+namespace {
+
+// The home `/home/u` is a link to `/data/u`; every path under it resolves there.
+class home_link_resolver final : public path_resolver {
+ public:
+  result<std::string> resolve(std::string_view p) const override {
+    if (p == "/home/u" || p.starts_with("/home/u/")) return "/data/u" + std::string(p.substr(7));
+    return std::string(p);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a denied glob is denied in its folder's resolved form too", "[policy][paths]") {
+  // The grants are resolved; a glob kept only through the link (`/home/u/.dhara/config.json*`)
+  // matched nothing the sandbox granted, so it masked nothing there.
+  home_link_resolver links;
+  path_rules_input in{{"~"}, {"~/notes/*.key"}, "/home/u", "/home/u/.dhara", "/home/u/proj"};
+  auto set = compile_path_rules(in, links);
+  REQUIRE(set);
+  auto denied_glob = [&](const std::string& pattern) {
+    return std::any_of(set->denied.begin(), set->denied.end(),
+                       [&](const path_entry& e) { return e.glob && e.normalized == pattern; });
+  };
+  for (const char* g : {"/home/u/.dhara/config.json*", "/data/u/.dhara/config.json*", "/home/u/notes/*.key",
+                        "/data/u/notes/*.key", "/data/u/.dhara/permissions.json*"})
+    CHECK(denied_glob(g));
+  for (const path_entry& e : set->denied)
+    if (e.glob && e.normalized.starts_with("/data/u/")) CHECK(e.literal_prefix.starts_with("/data/u/"));
+  // The broker refuses a new file there, which no identity known at the start covers.
+  CHECK_FALSE(check_path(*set, "/data/u/.dhara/config.json.new", "/home/u/proj", "/home/u", path_access::write, links)
+                  .allowed());
+  CHECK_FALSE(check_path(*set, "/home/u/notes/b.key", "/home/u/proj", "/home/u", path_access::read, links).allowed());
+  CHECK(check_path(*set, "/home/u/notes/b.txt", "/home/u/proj", "/home/u", path_access::read, links).allowed());
+}
