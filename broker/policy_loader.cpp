@@ -1,6 +1,9 @@
 // Loading config, manifests and permissions into a compiled policy snapshot.
 #include "broker/policy_loader.hpp"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -118,6 +121,23 @@ policy::result<loaded_policy> load_policy(const io::locations& where, bool inter
   out.permissions = std::move(perms->value);
   for (auto& w : perms->warnings) out.warnings.push_back(w);
 
+  // An installed extension may be a link to a folder elsewhere (a development copy). That
+  // folder is protected as the extension folders are (read-only to the sandbox, denied to
+  // tools): else an extension allowed to write there could rewrite the other's code, and a
+  // sibling could run the programs in it.
+  std::vector<std::string> real_dirs;
+  for (const std::string& d : out.settings.protected_extension_dirs)
+    if (char real[PATH_MAX]; ::realpath(d.c_str(), real)) real_dirs.emplace_back(real);
+  for (const discovered_extension& e : out.extensions) {
+    char real[PATH_MAX];
+    if (!::realpath(e.folder.c_str(), real) || e.folder == real) continue;  // no link on the way
+    const std::string folder = real;
+    if (std::none_of(real_dirs.begin(), real_dirs.end(),
+                     [&](const std::string& d) { return policy::is_at_or_under(folder, d); })) {
+      out.settings.protected_extension_dirs.push_back(folder);
+      real_dirs.push_back(folder);
+    }
+  }
   out.inputs = {out.settings, where.home, where.dhara_home, where.project_root, where.cwd, interactive, {}};
   for (const discovered_extension& e : out.extensions) {
     out.inputs.extensions.emplace_back(e.manifest, e.folder);

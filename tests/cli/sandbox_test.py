@@ -494,6 +494,32 @@ def test_dharas_state_files_are_masked_when_the_home_is_reached_through_a_link()
     finally:
         h.close()
 
+def test_an_extension_installed_as_a_link_is_protected_where_it_really_is():
+    # `~/.dhara/extensions/victim` a link to a development copy `~/dev/victim`: the read-only
+    # bind and the broker's denial covered the extension folders only, so an extension allowed
+    # the home rewrote victim's code, and a sibling ran the programs in it.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    h = Home(approved=["filesystem:read", "filesystem:write"])
+    try:
+        dev = os.path.join(h.home, "dev", "victim")
+        os.makedirs(dev)
+        h.put(os.path.join(dev, "main.py"), "print('victim runs')\n")
+        h.json(os.path.join(dev, "manifest.json"), {
+            "name": "victim", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
+            "capabilities": []})
+        os.symlink(dev, os.path.join(h.dh, "extensions", "victim"))
+        h.json(os.path.join(h.dh, "config.json"), {"security": {"allowedPaths": ["~"]}})
+        r = h.probe(f"write:{dev}/main.py", f"write:{h.dh}/extensions/victim/main.py", f"write:{h.home}/notes.txt")
+        expect(r, {f"write:{dev}/main.py": "EROFS", f"write:{h.dh}/extensions/victim/main.py": "EROFS",
+                   f"write:{h.home}/notes.txt": "OK"})
+        assert open(os.path.join(dev, "main.py")).read() == "print('victim runs')\n"
+        # The linked extension itself still starts in its sandbox, from its real folder.
+        code, out, err = h.exec("python3", os.path.join(h.dh, "extensions", "victim", "main.py"), extension="victim")
+        assert (code, out) == (0, "victim runs\n"), (code, out, err)
+    finally:
+        h.close()
+
 def parents_of(path):
     d = os.path.dirname(os.path.abspath(path))
     out = []
