@@ -46,11 +46,12 @@ json signal_name(int sig) {
 }
 
 // What the sandbox launcher said when it refused to start the extension: it prints one line
-// `dhara-launch: PHASE: ERROR (WHY)` and exits 126 or 127 before the extension runs
-// (docs/sandbox.md). "" for any other exit.
-std::string launcher_refusal(const io::process_exit& e) {
-  if (e.term_signal != 0 || (e.exit_status != 126 && e.exit_status != 127)) return {};
-  constexpr std::string_view tag = "dhara-launch: ";
+// `dhara-launch[TAG]: PHASE: ERROR (WHY)` and exits 126 or 127 before the extension runs
+// (docs/sandbox.md). The tag is this start's secret: an extension that prints such a line
+// itself does not know it. "" for any other exit.
+std::string launcher_refusal(const io::process_exit& e, const std::string& launcher_tag) {
+  if (launcher_tag.empty() || e.term_signal != 0 || (e.exit_status != 126 && e.exit_status != 127)) return {};
+  const std::string tag = "dhara-launch[" + launcher_tag + "]: ";
   std::size_t at = e.stderr_tail.rfind(tag);
   if (at == std::string::npos || (at != 0 && e.stderr_tail[at - 1] != '\n')) return {};
   std::string line = e.stderr_tail.substr(at + tag.size());
@@ -420,7 +421,7 @@ void on_exit(self_ptr self, io::process_exit e) {
   json data = {{"exitCode", e.term_signal ? json(nullptr) : json(e.exit_status)},
                {"signal", signal_name(e.term_signal)},
                {"stderrTail", e.stderr_tail.size() > 2048 ? e.stderr_tail.substr(e.stderr_tail.size() - 2048) : e.stderr_tail}};
-  const std::string refusal = e.violation.empty() ? launcher_refusal(e) : std::string();
+  const std::string refusal = e.violation.empty() ? launcher_refusal(e, st.cfg.launcher_tag) : std::string();
   std::string what = !e.violation.empty() ? "extension '" + st.cfg.name + "' broke the protocol: " + e.violation
                      : st.expected_exit  ? "extension '" + st.cfg.name + "' was stopped: a cancelled or timed-out call did not end"
                      : !refusal.empty()  ? "extension '" + st.cfg.name + "' could not start in its sandbox"
@@ -436,7 +437,8 @@ void on_exit(self_ptr self, io::process_exit e) {
     while (!st.restart_times.empty() && now - st.restart_times.front() > static_cast<std::int64_t>(st.cfg.restart_window_ms))
       st.restart_times.pop_front();
     if (st.restart_times.size() > st.cfg.max_restarts) {
-      const std::string times = std::to_string(st.restart_times.size()) + " times within " +
+      const std::size_t n = st.restart_times.size();
+      const std::string times = std::to_string(n) + (n == 1 ? " time within " : " times within ") +
                                 std::to_string(st.cfg.restart_window_ms / 1000) + " s; not restarting";
       mark_failed(self, refusal.empty() ? what + " " + times : what + " (it ended " + times + ")" + why);
       return;

@@ -2,6 +2,7 @@
 #include "broker/extension_host.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -322,7 +323,13 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
   if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
   for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
-  sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);
+  // The launcher's refusals are told from the extension's own stderr by a tag it never sees.
+  unsigned char bytes[16];
+  if (::getrandom(bytes, sizeof bytes, 0) == static_cast<ssize_t>(sizeof bytes)) {
+    static constexpr char hex[] = "0123456789abcdef";
+    for (unsigned char b : bytes) sc.launcher_tag += {hex[b >> 4], hex[b & 15]};
+  }
+  sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv, sc.launcher_tag);
   std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR="); });
   sc.env.push_back("TMPDIR=" + tmp);
   return {};

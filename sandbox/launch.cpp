@@ -74,9 +74,13 @@ constexpr std::uint64_t fs_write = fs_read | fs_write_file | fs_remove_dir | fs_
                                    fs_make_reg | fs_make_fifo | fs_make_sym | fs_refer | fs_truncate | fs_ioctl_dev;
 
 int status_fd = -1;
+// --tag T: the first line's `dhara-launch[T]:`, by which the one who started the launcher
+// knows the line for its own (the command it runs never sees the tag).
+std::string tag;
 
 [[noreturn]] void die(const char* phase, int err, const std::string& hint, int code = 126) {
-  std::fprintf(stderr, "dhara-launch: %s: %s (%s)\n", phase, std::strerror(err), hint.c_str());
+  const std::string who = tag.empty() ? "dhara-launch" : "dhara-launch[" + tag + "]";
+  std::fprintf(stderr, "%s: %s: %s (%s)\n", who.c_str(), phase, std::strerror(err), hint.c_str());
   if (status_fd >= 0) {
     char line[96];
     int n = std::snprintf(line, sizeof line, "%s %d\n", phase, err);
@@ -87,7 +91,7 @@ int status_fd = -1;
 
 [[noreturn]] void usage(const std::string& what) {
   die("usage", EINVAL, what + "; usage: dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] "
-                              "[--setsid] -- /absolute/command [args...]");
+                              "[--tag HEX] [--setsid] -- /absolute/command [args...]");
 }
 
 int parse_fd(const char* s) {
@@ -422,6 +426,12 @@ int main(int argc, char** argv) {
     else if (a == "--profile-fd" && i + 1 < argc) profile_fd = parse_fd(argv[++i]);
     else if (a == "--profile-json" && i + 1 < argc) profile_json = argv[++i];
     else if (a == "--status-fd" && i + 1 < argc) status_fd = parse_fd(argv[++i]);
+    else if (a == "--tag" && i + 1 < argc) {
+      std::string t = argv[++i];
+      if (t.empty() || t.size() > 64 || t.find_first_not_of("0123456789abcdef") != std::string::npos)
+        usage("the tag must be 1 to 64 lowercase hexadecimal digits");
+      tag = std::move(t);
+    }
     else usage("unknown option " + a);
   }
   if (i >= argc) usage("no command after --");

@@ -363,34 +363,41 @@ TEST_CASE_METHOD(runtime_fixture, "a missing interpreter fails at once with the 
 }
 
 TEST_CASE_METHOD(runtime_fixture, "a start the sandbox launcher refused is named with its reason", "[runtime][supervisor]") {
-  // dhara-launch prints one line and exits 126 before the extension runs; an extension that
-  // crashes prints what it likes, and stays "crashed".
+  // dhara-launch prints one line with the start's tag and exits 126 before the extension runs.
+  // An extension that prints such a line itself, without the tag, has crashed.
+  auto wait_failed = [&](const actors::supervisor_actor& s) {
+    auto info = status(s);
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+         info.state != actors::extension_state::failed && std::chrono::steady_clock::now() < deadline;
+         info = status(s))
+      std::this_thread::sleep_for(20ms);
+    return info;
+  };
   auto cfg = config_for("echo-py");
   cfg.max_restarts = 1;
+  cfg.launcher_tag = "0a1b";
   cfg.argv = {"/bin/sh", "-c",
-              "echo 'dhara-launch: landlock: Too many levels of symbolic links (cannot grant /x: a link)' >&2; exit 126"};
+              "echo 'dhara-launch[0a1b]: landlock: Too many levels of symbolic links (cannot grant /x: a link)' >&2; "
+              "exit 126"};
   auto sup = actors::spawn_supervisor(sys, loop, cfg);
-  auto info = status(sup);
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       info.state != actors::extension_state::failed && std::chrono::steady_clock::now() < deadline;
-       info = status(sup))
-    std::this_thread::sleep_for(20ms);
+  auto info = wait_failed(sup);
   CHECK(info.state == actors::extension_state::failed);
   CHECK(info.reason == "extension 'echo-py' could not start in its sandbox (it ended 2 times within 60 s; not "
                        "restarting): landlock: Too many levels of symbolic links (cannot grant /x: a link)");
   stop(sup);
 
-  auto crash = config_for("crash");
-  crash.max_restarts = 0;
-  crash.argv = {"/bin/sh", "-c", "echo 'dhara-launch: made up' >&2; exit 3"};
-  auto other = actors::spawn_supervisor(sys, loop, crash);
-  info = status(other);
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       info.state != actors::extension_state::failed && std::chrono::steady_clock::now() < deadline;
-       info = status(other))
-    std::this_thread::sleep_for(20ms);
-  CHECK(info.reason == "extension 'crash' crashed 1 times within 60 s; not restarting");
-  stop(other);
+  for (const char* line : {"dhara-launch: made up", "dhara-launch[0a1c]: made up", "dhara-launch[0a1b]: made up"}) {
+    CAPTURE(line);
+    auto crash = config_for("crash");
+    crash.max_restarts = 0;
+    crash.launcher_tag = std::string(line).find("[0a1b]") != std::string::npos ? "" : "0a1b";  // no launcher: no tag
+    crash.argv = {"/bin/sh", "-c", std::string("echo '") + line + "' >&2; exit 126"};
+    auto other = actors::spawn_supervisor(sys, loop, crash);
+    info = wait_failed(other);
+    CHECK(info.reason == "extension 'crash' crashed 1 time within 60 s; not restarting");
+    stop(other);
+    std::filesystem::remove_all(home.extensions() / "crash");
+  }
 }
 
 TEST_CASE_METHOD(runtime_fixture, "wrong and duplicate response ids are ignored", "[runtime][supervisor]") {
