@@ -185,12 +185,27 @@ void apply_masks(const policy::sandbox_profile& p) {
   // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
   // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
   // filesystem mounted inside the project stays visible), and the masks come after.
+  // A link on the way cannot be pinned (a mount lands on its target): the extension could
+  // replace the link itself (`~/.dhara` a link into a dotfiles folder, with the home writable),
+  // and the next session would read its config from wherever the new link points. So a link
+  // between a write grant and a mask or read-only path, or the masked path being one, stops
+  // the launch.
+  auto no_link = [&](const std::string& path, const std::string& grant) {
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      die("mask", ELOOP, path + " is a symbolic link inside " + grant + ", which this extension may write, on the way "
+          "to a denied or read-only path: the extension could replace the link. Make it the folder or file it "
+          "points to, or do not allow writing to " + grant);
+  };
   std::vector<std::string> pins;
   auto pin_above = [&](const std::string& inner) {
     for (const std::string& w : p.write) {
       if (inner == w || !policy::is_at_or_under(inner, w)) continue;
-      for (std::string a = inner.substr(0, inner.rfind('/')); a.size() > w.size(); a.resize(a.rfind('/')))
+      no_link(inner, w);
+      for (std::string a = inner.substr(0, inner.rfind('/')); a.size() > w.size(); a.resize(a.rfind('/'))) {
+        no_link(a, w);
         pins.push_back(a);
+      }
     }
   };
   for (const auto& [path, dir] : present) pin_above(path);

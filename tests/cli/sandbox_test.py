@@ -520,6 +520,37 @@ def test_an_extension_installed_as_a_link_is_protected_where_it_really_is():
     finally:
         h.close()
 
+def test_a_link_between_a_write_grant_and_a_mask_stops_the_launch():
+    # `~/.dhara` a link into a dotfiles folder, the home writable: the pins and masks land on
+    # the link's target, and the extension could replace the link itself; the next session
+    # would then read its config (level yolo) from wherever the new link points. The same for
+    # `config.json` as a link. Such a launch stops; with the home read-only it goes on.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    for linked in (".dhara", "config.json"):
+        h = Home(approved=["filesystem:read", "filesystem:write"])
+        try:
+            h.json(os.path.join(h.dh, "config.json"), {"security": {"allowedPaths": ["~"]}})
+            dots = os.path.join(h.home, "dotfiles")
+            os.makedirs(dots)
+            if linked == ".dhara":
+                os.rename(h.dh, os.path.join(dots, "dhara"))
+                os.symlink(os.path.join(dots, "dhara"), h.dh)
+            else:
+                os.rename(os.path.join(h.dh, "config.json"), os.path.join(dots, "config.json"))
+                os.symlink(os.path.join(dots, "config.json"), os.path.join(h.dh, "config.json"))
+            code, out, err = h.exec("/bin/true")
+            assert code == 126, (linked, code, out, err)
+            assert f"{h.home}/{'.dhara' if linked == '.dhara' else '.dhara/config.json'} is a symbolic link inside " \
+                   f"{h.home}, which this extension may write" in err, (linked, err)
+            perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+            perms["probe"]["capabilities"] = {"filesystem:read": "approved"}
+            h.json(os.path.join(h.dh, "permissions.json"), perms)
+            code, out, err = h.exec("/bin/true")
+            assert code == 0, (linked, code, out, err)
+        finally:
+            h.close()
+
 def parents_of(path):
     d = os.path.dirname(os.path.abspath(path))
     out = []
