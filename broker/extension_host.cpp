@@ -66,6 +66,16 @@ std::string first_line_of(const std::vector<std::string>& argv) {
   return out.substr(0, out.find('\n'));
 }
 
+// Whether `path` is an ELF file: a program that is its own real path, with nothing to ask.
+bool is_elf(const std::string& path) {
+  char magic[4] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool elf = ::read(fd, magic, sizeof magic) == sizeof magic && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+  ::close(fd);
+  return elf;
+}
+
 }  // namespace
 
 policy::result<std::string> interpreter_cache::resolve(const std::string& argv0, const std::string& cwd) {
@@ -80,10 +90,12 @@ policy::result<std::string> interpreter_cache::resolve(const std::string& argv0,
   // only the user's own: a bare name found on PATH, and not in `cwd` (the extension's folder)
   // or below it. `./python3` in an extension's folder is the extension's code: it runs only
   // sandboxed, as itself. The answer must name an executable file, taken at its real path.
+  // A program that is an ELF file is not asked: it is what runs (a venv's python, nvm's node),
+  // and it may lie where an extension could have rewritten it (a writable home).
   const std::string base(policy::basename_of(argv0));
   char real_cwd[PATH_MAX];  // `exe` is a real path: compared with the folder's real path
   const std::string folder = ::realpath(cwd.c_str(), real_cwd) != nullptr ? real_cwd : cwd;
-  const bool on_path = argv0.find('/') == std::string::npos && !policy::is_at_or_under(exe, folder);
+  const bool on_path = argv0.find('/') == std::string::npos && !policy::is_at_or_under(exe, folder) && !is_elf(exe);
   std::string real;
   if (on_path && (base == "python3" || base == "python"))
     real = first_line_of({exe, "-c", "import sys; print(sys.executable)"});

@@ -174,6 +174,39 @@ TEST_CASE("only an interpreter found on PATH is run to ask where it lives, never
   CHECK_FALSE(fs::exists(marker));
 }
 
+TEST_CASE("an interpreter on PATH that is an ELF program is not run to ask where it lives", "[host][sandbox]") {
+  // It is what runs; and it may lie where an extension could have rewritten it (nvm's node in
+  // a writable home), so running it outside any sandbox when a session starts would run that.
+  // A copy of the system python3 in a venv-like tree, whose startup (a .pth file, read by
+  // `site`) leaves a marker when it runs.
+  const fs::path system_python = "/usr/bin/python3";
+  if (!fs::exists(system_python)) {
+    WARN("no /usr/bin/python3 to copy: skipped");
+    return;
+  }
+  testing::temp_home h;
+  const fs::path venv = h.root / "venv", marker = h.root / "ran-unsandboxed";
+  fs::create_directories(venv / "bin");
+  fs::copy_file(fs::canonical(system_python), venv / "bin" / "python3");
+  std::ofstream(venv / "pyvenv.cfg") << "home = /usr/bin\n";
+  const std::string version = [&] {  // python3.11: where `site` looks for .pth files
+    std::string name = fs::canonical(system_python).filename().string();
+    return name.starts_with("python3.") ? name : std::string("python3");
+  }();
+  fs::create_directories(venv / "lib" / version / "site-packages");
+  std::ofstream(venv / "lib" / version / "site-packages" / "marker.pth")
+      << "import os; open('" << marker.string() << "', 'a').close()\n";
+  // The tree works as meant: run directly, the copy leaves the marker.
+  REQUIRE(std::system(((venv / "bin" / "python3").string() + " -c pass").c_str()) == 0);
+  REQUIRE(fs::exists(marker));
+  fs::remove(marker);
+  broker::interpreter_cache cache((venv / "bin").string() + ":/usr/bin:/bin");
+  auto exe = cache.resolve("python3", h.project().string());
+  REQUIRE(exe);
+  CHECK(*exe == (venv / "bin" / "python3").string());
+  CHECK_FALSE(fs::exists(marker));
+}
+
 TEST_CASE("a relative or non-file ELF loader is granted nothing", "[host][sandbox]") {
   // The kernel finds a relative PT_INTERP from the folder the program starts in (its
   // extension's folder); dhara resolved it from its own and granted whatever that named.
