@@ -422,6 +422,12 @@ void on_exit(self_ptr self, io::process_exit e) {
                {"signal", signal_name(e.term_signal)},
                {"stderrTail", e.stderr_tail.size() > 2048 ? e.stderr_tail.substr(e.stderr_tail.size() - 2048) : e.stderr_tail}};
   const std::string refusal = e.violation.empty() ? launcher_refusal(e, st.cfg.launcher_tag) : std::string();
+  if (!refusal.empty()) {  // the tag stays dhara's: the line reads as the launcher wrote it untagged
+    std::string tail = data["stderrTail"].get<std::string>();
+    const std::string tagged = "dhara-launch[" + st.cfg.launcher_tag + "]: ";
+    for (std::size_t at; (at = tail.find(tagged)) != std::string::npos;) tail.replace(at, tagged.size(), "dhara-launch: ");
+    data["stderrTail"] = std::move(tail);
+  }
   std::string what = !e.violation.empty() ? "extension '" + st.cfg.name + "' broke the protocol: " + e.violation
                      : st.expected_exit  ? "extension '" + st.cfg.name + "' was stopped: a cancelled or timed-out call did not end"
                      : !refusal.empty()  ? "extension '" + st.cfg.name + "' could not start in its sandbox"

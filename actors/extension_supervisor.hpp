@@ -56,8 +56,8 @@ struct supervisor_config {
   std::vector<std::string> argv;      ///< argv[0] absolute
   std::vector<std::string> env;       ///< the scrubbed environment, "KEY=value"
   std::string stderr_log;             ///< $DHARA_HOME/logs/<name>.log
-  /// The `--tag` given to dhara-launch when argv starts it ("" when it does not): a start
-  /// the launcher refused is known by its line `dhara-launch[TAG]: …` on stderr.
+  /// The DHARA_LAUNCH_TAG given to dhara-launch in `env` when argv starts it ("" when it does
+  /// not): a start the launcher refused is known by its line `dhara-launch[TAG]: …` on stderr.
   std::string launcher_tag;
   nlohmann::json init_config = nlohmann::json::object();  ///< `config` of initialize
   std::uint64_t handshake_ms = 10000;

@@ -319,10 +319,8 @@ std::vector<std::string> launcher_argv(std::string_view launcher, std::string_vi
 }
 
 std::vector<std::string> launcher_argv_inline(std::string_view launcher, const sandbox_profile& profile,
-                                              const std::vector<std::string>& argv, std::string_view tag) {
-  std::vector<std::string> out = {std::string(launcher), "--profile-json", to_json(profile)};
-  if (!tag.empty()) out.insert(out.end(), {"--tag", std::string(tag)});
-  out.emplace_back("--");
+                                              const std::vector<std::string>& argv) {
+  std::vector<std::string> out = {std::string(launcher), "--profile-json", to_json(profile), "--"};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }

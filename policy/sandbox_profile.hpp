@@ -107,10 +107,8 @@ std::vector<std::string> launcher_argv(std::string_view launcher, std::string_vi
 
 /// The same with the profile inline: `{launcher, "--profile-json", to_json(profile), "--",
 /// argv…}` (the extension host: nothing to write or clean up; a profile is a few KiB, far
-/// below the kernel's 128 KiB limit for one argument). A `tag` (lowercase hex) goes in as
-/// `--tag`: the launcher's refusal then reads `dhara-launch[TAG]: …`, which the command it
-/// would have run cannot print, not knowing the tag.
+/// below the kernel's 128 KiB limit for one argument).
 std::vector<std::string> launcher_argv_inline(std::string_view launcher, const sandbox_profile& profile,
-                                              const std::vector<std::string>& argv, std::string_view tag = {});
+                                              const std::vector<std::string>& argv);
 
 }  // namespace dhara::policy

@@ -74,8 +74,11 @@ constexpr std::uint64_t fs_write = fs_read | fs_write_file | fs_remove_dir | fs_
                                    fs_make_reg | fs_make_fifo | fs_make_sym | fs_refer | fs_truncate | fs_ioctl_dev;
 
 int status_fd = -1;
-// --tag T: the first line's `dhara-launch[T]:`, by which the one who started the launcher
-// knows the line for its own (the command it runs never sees the tag).
+// DHARA_LAUNCH_TAG=T in the environment: the line reads `dhara-launch[T]: …`, by which the
+// one who started the launcher knows the line for its own. Taken out of the environment before
+// the exec; not an argument, which /proc/PID/cmdline shows to any process of the user (an
+// extension's leftover child could read it at the next start), where /proc/PID/environ is
+// refused to a process inside a Landlock domain.
 std::string tag;
 
 [[noreturn]] void die(const char* phase, int err, const std::string& hint, int code = 126) {
@@ -91,7 +94,7 @@ std::string tag;
 
 [[noreturn]] void usage(const std::string& what) {
   die("usage", EINVAL, what + "; usage: dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] "
-                              "[--tag HEX] [--setsid] -- /absolute/command [args...]");
+                              "[--setsid] -- /absolute/command [args...]");
 }
 
 int parse_fd(const char* s) {
@@ -190,9 +193,11 @@ void apply_masks(const policy::sandbox_profile& p) {
   // and the next session would read its config from wherever the new link points. So a link
   // between a write grant and a mask or read-only path, or the masked path being one, stops
   // the launch.
+  // (A link in a folder this user cannot write, a root-owned `/home` for a user, stays.)
   auto no_link = [&](const std::string& path, const std::string& grant) {
     struct stat st{};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    const std::string folder = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::faccessat(AT_FDCWD, folder.c_str(), W_OK, AT_EACCESS) == 0)
       die("mask", ELOOP, path + " is a symbolic link inside " + grant + ", which this extension may write, on the way "
           "to a denied or read-only path: the extension could replace the link. Make it the folder or file it "
           "points to, or do not allow writing to " + grant);
@@ -426,6 +431,13 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* t = std::getenv("DHARA_LAUNCH_TAG")) {
+    std::string given = t;
+    ::unsetenv("DHARA_LAUNCH_TAG");
+    if (given.empty() || given.size() > 64 || given.find_first_not_of("0123456789abcdef") != std::string::npos)
+      usage("DHARA_LAUNCH_TAG must be 1 to 64 lowercase hexadecimal digits");
+    tag = std::move(given);
+  }
   std::string profile_file, profile_json;
   int profile_fd = -1;
   bool new_session = false;
@@ -441,12 +453,6 @@ int main(int argc, char** argv) {
     else if (a == "--profile-fd" && i + 1 < argc) profile_fd = parse_fd(argv[++i]);
     else if (a == "--profile-json" && i + 1 < argc) profile_json = argv[++i];
     else if (a == "--status-fd" && i + 1 < argc) status_fd = parse_fd(argv[++i]);
-    else if (a == "--tag" && i + 1 < argc) {
-      std::string t = argv[++i];
-      if (t.empty() || t.size() > 64 || t.find_first_not_of("0123456789abcdef") != std::string::npos)
-        usage("the tag must be 1 to 64 lowercase hexadecimal digits");
-      tag = std::move(t);
-    }
     else usage("unknown option " + a);
   }
   if (i >= argc) usage("no command after --");

@@ -741,13 +741,20 @@ def test_exit_codes():
         p = subprocess.run([LAUNCHER, "--profile", bad, "--", "/bin/echo", "RAN"], capture_output=True, text=True)
         assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout)
         assert p.stderr.startswith("dhara-launch: profile: "), p.stderr
-        # With a tag (the extension host's), the line carries it; a tag is lowercase hex.
-        p = subprocess.run([LAUNCHER, "--tag", "0a1b", "--profile", bad, "--", "/bin/echo", "RAN"],
+        # With a tag (the extension host's), the line carries it; a tag is lowercase hex, and the
+        # command never sees it.
+        tagged = dict(os.environ, DHARA_LAUNCH_TAG="0a1b")
+        p = subprocess.run([LAUNCHER, "--profile", bad, "--", "/bin/echo", "RAN"], env=tagged,
                            capture_output=True, text=True)
         assert p.returncode == 126 and p.stderr.startswith("dhara-launch[0a1b]: profile: "), p.stderr
-        p = subprocess.run([LAUNCHER, "--tag", "0A", "--profile", bad, "--", "/bin/echo", "RAN"],
-                           capture_output=True, text=True)
+        p = subprocess.run([LAUNCHER, "--profile", bad, "--", "/bin/echo", "RAN"], capture_output=True, text=True,
+                           env=dict(os.environ, DHARA_LAUNCH_TAG="0A"))
         assert p.returncode == 126 and p.stderr.startswith("dhara-launch: usage: "), p.stderr
+        good = os.path.join(h.root, "env.json")
+        Home.put(good, '{"version": 2, "read": ["/usr"], "execute": ["/usr"]}')
+        p = subprocess.run([LAUNCHER, "--profile", good, "--", "/usr/bin/env"], env=tagged, capture_output=True,
+                           text=True)
+        assert p.returncode == 0 and "DHARA_LAUNCH_TAG" not in p.stdout and "PATH=" in p.stdout, (p.stdout, p.stderr)
         # The status pipe says the failing phase and errno; on success it closes at exec.
         for profile, want in ((bad, "profile 22\n"), (None, "")):
             r, w = os.pipe()

@@ -371,10 +371,4 @@ TEST_CASE("hostile profiles are refused with the field named", "[policy][sandbox
 TEST_CASE("the launcher argv puts the profile before the command", "[policy][sandbox]") {
   CHECK(launcher_argv("/opt/dhara/dhara-launch", "/run/p.json", {"/usr/bin/node", "main.js"}) ==
         std::vector<std::string>{"/opt/dhara/dhara-launch", "--profile", "/run/p.json", "--", "/usr/bin/node", "main.js"});
-  sandbox_profile p;
-  p.read = {"/usr"};
-  CHECK(launcher_argv_inline("/l", p, {"/usr/bin/node", "main.js"}, "0a1b") ==
-        std::vector<std::string>{"/l", "--profile-json", to_json(p), "--tag", "0a1b", "--", "/usr/bin/node", "main.js"});
-  CHECK(launcher_argv_inline("/l", p, {"/usr/bin/node"}) ==
-        std::vector<std::string>{"/l", "--profile-json", to_json(p), "--", "/usr/bin/node"});
 }
