@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -83,6 +84,70 @@ policy::sandbox_inputs sandbox_inputs_here(const policy::policy_snapshot& snapsh
   char real[PATH_MAX];
   if (!in.extension_folder.empty() && ::realpath(in.extension_folder.c_str(), real)) in.extension_folder = real;
   return in;
+}
+
+std::vector<std::string> links_on_the_way(const std::string& path) {
+  std::vector<std::string> links;
+  std::deque<std::string> rest;
+  auto push_front_parts = [&](std::string_view p) {
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i <= p.size();) {
+      std::size_t j = std::min(p.find('/', i), p.size());
+      if (j > i) parts.emplace_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    rest.insert(rest.begin(), parts.begin(), parts.end());
+  };
+  push_front_parts(path);
+  std::string at = "/";  // resolved so far: never holds a link
+  while (!rest.empty() && links.size() < 40) {
+    const std::string part = std::move(rest.front());
+    rest.pop_front();
+    if (part == ".") continue;
+    if (part == "..") {
+      at.resize(std::max<std::size_t>(at.rfind('/'), 1));
+      continue;
+    }
+    std::string next = at == "/" ? "/" + part : at + "/" + part;
+    struct stat st{};
+    if (::lstat(next.c_str(), &st) != 0) break;  // absent: nothing further to meet
+    if (!S_ISLNK(st.st_mode)) {
+      at = std::move(next);
+      continue;
+    }
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof target);
+    links.push_back(std::move(next));
+    if (n <= 0) break;
+    if (target[0] == '/') at = "/";
+    push_front_parts(std::string_view(target, static_cast<std::size_t>(n)));
+  }
+  return links;
+}
+
+std::string replaceable_link(const policy::sandbox_profile& profile, const policy::policy_snapshot& snapshot) {
+  std::vector<std::string> guarded;
+  for (const policy::path_entry& e : snapshot.paths.denied)
+    guarded.push_back(e.glob ? e.literal_prefix.substr(0, std::max<std::size_t>(e.literal_prefix.rfind('/'), 1))
+                             : e.normalized);
+  for (const auto& [name, ext] : snapshot.extensions) guarded.push_back(ext.folder);
+  auto under = [](const std::string& p, const std::vector<std::string>& l) {
+    return std::any_of(l.begin(), l.end(), [&](const std::string& x) { return policy::is_at_or_under(p, x); });
+  };
+  for (const std::string& g : guarded) {
+    if (g.empty() || g.front() != '/') continue;
+    for (const std::string& link : links_on_the_way(g)) {
+      auto grant = std::find_if(profile.write.begin(), profile.write.end(),
+                                [&](const std::string& w) { return link != w && policy::is_at_or_under(link, w); });
+      if (grant == profile.write.end() || under(link, profile.read_only) || under(link, profile.mask)) continue;
+      const std::string folder = link.substr(0, std::max<std::size_t>(link.rfind('/'), 1));
+      if (::faccessat(AT_FDCWD, folder.c_str(), W_OK, AT_EACCESS) != 0) continue;  // not this user's to change
+      return link + " is a symbolic link inside " + *grant + ", which this extension may write, on the way to " + g +
+             " (denied, or an extension's folder): the extension could replace the link, and the next session "
+             "would follow it. Make it the folder or file it points to, or do not allow writing to " + *grant;
+    }
+  }
+  return {};
 }
 
 namespace {

@@ -29,6 +29,19 @@ policy::sandbox_inputs sandbox_inputs_here(const policy::policy_snapshot& snapsh
                                            const policy::extension_policy& ext, const std::string& program,
                                            std::string temp_dir);
 
+/// The symbolic links met while resolving `path` as the kernel would, each named where it
+/// really is (its folder resolved, then its name): `/home/u/.dhara` for `/homelink/.dhara/x`
+/// when `/homelink` → `/home/u` and `/home/u/.dhara` is a link. At most 40.
+std::vector<std::string> links_on_the_way(const std::string& path);
+
+/// "" or why an extension with `profile` must not start: a symbolic link on the way to a path
+/// the snapshot denies (its forms as written included), to a glob denial's folder or to an
+/// extension's folder lies in a folder the profile lets it write, and this user may write that
+/// folder: the extension could replace the link, and the next session would follow its
+/// choice (`~/.dhara` a link into a dotfiles folder, the home writable: its own config).
+/// Links inside read-only paths and masks of the profile cannot be replaced.
+std::string replaceable_link(const policy::sandbox_profile& profile, const policy::policy_snapshot& snapshot);
+
 /// A private folder (make_private_dir), held by this process until the object goes: a lock on
 /// the folder says it is in use, and the destructor removes it with everything in it. A folder
 /// of a process that died without removing it (killed) holds no lock, and the next

@@ -430,3 +430,22 @@ TEST_CASE_METHOD(host_fixture, "dhara run prints one result per call and exits b
   CHECK(listed[2]["tools"] == json::array({"read"}));
   CHECK(listed[2]["refusedTools"].contains("overreach"));
 }
+
+TEST_CASE("links on the way to a path are named where they really are", "[host][sandbox]") {
+  testing::temp_home h;
+  const fs::path r = fs::canonical(h.root);
+  fs::create_directories(r / "data" / "u" / "dotfiles" / "dhara");
+  fs::create_directories(r / "links");
+  fs::create_symlink(r / "data" / "u", r / "links" / "u");                      // absolute
+  fs::create_symlink("dotfiles/dhara", r / "data" / "u" / ".dhara");            // relative
+  fs::create_symlink("../u/./.dhara/../dotfiles", r / "data" / "u" / "dots");  // relative, with ..
+  using v = std::vector<std::string>;
+  CHECK(sandbox::links_on_the_way((r / "links/u/.dhara/config.json").string()) ==
+        v{(r / "links/u").string(), (r / "data/u/.dhara").string()});
+  CHECK(sandbox::links_on_the_way((r / "links/u/dots/dhara").string()) ==
+        v{(r / "links/u").string(), (r / "data/u/dots").string(), (r / "data/u/.dhara").string()});
+  CHECK(sandbox::links_on_the_way((r / "data/u/dotfiles/dhara/x").string()).empty());
+  CHECK(sandbox::links_on_the_way((r / "nowhere/links/u").string()).empty());  // stops where nothing is
+  fs::create_symlink("loop", r / "loop");
+  CHECK(sandbox::links_on_the_way((r / "loop/x").string()).size() == 40);  // a loop ends at the kernel's limit
+}

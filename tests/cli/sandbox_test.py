@@ -543,11 +543,58 @@ def test_a_link_between_a_write_grant_and_a_mask_stops_the_launch():
             assert code == 126, (linked, code, out, err)
             assert f"{h.home}/{'.dhara' if linked == '.dhara' else '.dhara/config.json'} is a symbolic link inside " \
                    f"{h.home}, which this extension may write" in err, (linked, err)
+            # The launcher checks too, for a profile given to it directly.
+            mask = os.path.join(h.dh, "config.json")
+            profile = {"version": 2, "write": [h.home], "execute": ["/usr", "/bin", "/lib", "/lib64"], "mask": [mask]}
+            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/true"],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 126 and "is a symbolic link inside " + h.home in p.stderr, (linked, p.stderr)
             perms = json.load(open(os.path.join(h.dh, "permissions.json")))
             perms["probe"]["capabilities"] = {"filesystem:read": "approved"}
             h.json(os.path.join(h.dh, "permissions.json"), perms)
             code, out, err = h.exec("/bin/true")
             assert code == 0, (linked, code, out, err)
+        finally:
+            h.close()
+
+
+def test_a_replaceable_link_on_the_way_to_a_denied_path_or_an_extension_stops_the_start():
+    # Links the profile resolved away are met again on the way: with the home reached through
+    # a link, `~/.ssh` a link into a dotfiles folder sat inside the resolved home grant, and an
+    # extension allowed the home replaced it (the next session read the keys it left in
+    # place of the link's target: EACCES became the key); `~/src` a link on the way to an
+    # extension installed as a link to `~/src/victim` let a writer plant code run as victim.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    for case in ("ssh", "extension"):
+        h = Home(approved=["filesystem:read", "filesystem:write"])
+        try:
+            link = os.path.join(h.root, "homelink")
+            os.symlink(h.home, link)
+            h.json(os.path.join(h.dh, "config.json"), {"security": {"allowedPaths": ["~"]}})
+            h.env = dict(h.env, HOME=link)
+            if case == "ssh":
+                os.makedirs(os.path.join(h.home, "dotfiles"))
+                os.rename(os.path.join(h.home, ".ssh"), os.path.join(h.home, "dotfiles", "ssh"))
+                os.symlink(os.path.join(h.home, "dotfiles", "ssh"), os.path.join(h.home, ".ssh"))
+                where = os.path.join(h.home, ".ssh")
+            else:
+                real = os.path.join(h.root, "data", "src", "victim")
+                os.makedirs(real)
+                h.json(os.path.join(real, "manifest.json"), {
+                    "name": "victim", "version": "1.0.0",
+                    "runtime": {"type": "subprocess", "command": "python3 main.py"}, "capabilities": []})
+                os.symlink(os.path.join(h.root, "data", "src"), os.path.join(h.home, "src"))
+                os.symlink(os.path.join(h.home, "src", "victim"), os.path.join(h.dh, "extensions", "victim"))
+                where = os.path.join(h.home, "src")
+            code, out, err = h.exec("/bin/true")
+            assert code == 126, (case, code, out, err)
+            assert f"{where} is a symbolic link inside {h.home}, which this extension may write" in err, (case, err)
+            perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+            perms["probe"]["capabilities"] = {"filesystem:read": "approved"}  # nothing to replace it with
+            h.json(os.path.join(h.dh, "permissions.json"), perms)
+            code, out, err = h.exec("/bin/true")
+            assert code == 0, (case, code, out, err)
         finally:
             h.close()
 
