@@ -217,6 +217,7 @@ enum userns_step {
   userns_gid_map = 4,
   userns_private = 5,
   userns_tmpfs = 6,
+  userns_file_mask = 7,
 };
 
 // Writes `text` to a /proc file in one write(2), as the kernel requires for id maps.
@@ -253,6 +254,23 @@ void probe_user_namespaces(sandbox_support& s) {
       return step(userns_gid_map, err);
     step(userns_private, 0);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return step(userns_private, errno);
+    // The mask the launcher binds over a denied file, made by descriptor on a tmpfs that is
+    // never attached to a path (sandbox/launch.cpp), here over /dev/null of this namespace.
+    step(userns_file_mask, 0);
+    {
+      const int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+      if (fs < 0 || ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) return step(userns_file_mask, errno);
+      const int scratch = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+      if (scratch < 0) return step(userns_file_mask, errno);
+      const int file = ::openat(scratch, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+      if (file < 0) return step(userns_file_mask, errno);
+      mount_attr ro{};
+      ro.attr_set = MOUNT_ATTR_RDONLY;
+      const int tree = ::open_tree(scratch, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (tree < 0 || ::mount_setattr(tree, "", AT_EMPTY_PATH, &ro, sizeof ro) != 0 ||
+          ::move_mount(tree, "", AT_FDCWD, "/dev/null", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        return step(userns_file_mask, errno);
+    }
     // The mask the launcher puts over a denied folder, here over `/` of this throwaway
     // namespace: nobody else sees it, and it is gone when the child exits.
     step(userns_tmpfs, 0);
@@ -301,6 +319,11 @@ void probe_user_namespaces(sandbox_support& s) {
     case userns_tmpfs:
       s.user_namespaces_detail = "mounting a tmpfs in the new mount namespace failed (" + why +
                                  "): an LSM may restrict mounts in user namespaces";
+      break;
+    case userns_file_mask:
+      s.user_namespaces_detail = "masking a file with the new mount API (fsopen, fsmount, open_tree, mount_setattr, "
+                                 "move_mount) failed (" + why + "): Linux 5.12 or later is needed, and no seccomp "
+                                 "filter or LSM may refuse these calls";
       break;
     default:
       s.user_namespaces_detail = "the user namespace probe could not start: " + why;
