@@ -173,6 +173,12 @@ class Home:
         with open(path, "w") as f:
             json.dump(value, f)
 
+    def approve(self, *caps):
+        """The probe's approvals become `caps`."""
+        perms = json.load(open(os.path.join(self.dh, "permissions.json")))
+        perms["probe"]["capabilities"] = {c: "approved" for c in caps}
+        self.json(os.path.join(self.dh, "permissions.json"), perms)
+
     def exec(self, *cmd, extension="probe", pass_fds=()):
         p = subprocess.run([DHARA, "sandbox", "exec", "--extension", extension, "--", *cmd], cwd=self.project,
                            env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
@@ -520,6 +526,7 @@ def test_an_extension_installed_as_a_link_is_protected_where_it_really_is():
     finally:
         h.close()
 
+
 def test_a_link_between_a_write_grant_and_a_mask_stops_the_launch():
     # `~/.dhara` a link into a dotfiles folder, the home writable: the pins and masks land on
     # the link's target, and the extension could replace the link itself; the next session
@@ -549,9 +556,7 @@ def test_a_link_between_a_write_grant_and_a_mask_stops_the_launch():
             p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/true"],
                                capture_output=True, text=True, timeout=30)
             assert p.returncode == 126 and "is a symbolic link inside " + h.home in p.stderr, (linked, p.stderr)
-            perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-            perms["probe"]["capabilities"] = {"filesystem:read": "approved"}
-            h.json(os.path.join(h.dh, "permissions.json"), perms)
+            h.approve("filesystem:read")  # the home read only: nothing to replace a link with
             code, out, err = h.exec("/bin/true")
             assert code == 0, (linked, code, out, err)
         finally:
@@ -560,9 +565,9 @@ def test_a_link_between_a_write_grant_and_a_mask_stops_the_launch():
 
 def test_a_replaceable_link_on_the_way_to_a_denied_path_or_an_extension_stops_the_start():
     # Links the profile resolved away are met again on the way: with the home reached through
-    # a link, `~/.ssh` a link into a dotfiles folder sat inside the resolved home grant, and an
-    # extension allowed the home replaced it (the next session read the keys it left in
-    # place of the link's target: EACCES became the key); `~/src` a link on the way to an
+    # a link, `~/.ssh` a link into a dotfiles folder sat inside the resolved home grant, on no
+    # path of the profile: an extension allowed the home replaced it, and the next session read
+    # the key through the new one; `~/src` a link on the way to an
     # extension installed as a link to `~/src/victim` let a writer plant code run as victim.
     if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
         return
@@ -590,9 +595,7 @@ def test_a_replaceable_link_on_the_way_to_a_denied_path_or_an_extension_stops_th
             code, out, err = h.exec("/bin/true")
             assert code == 126, (case, code, out, err)
             assert f"{where} is a symbolic link inside {h.home}, which this extension may write" in err, (case, err)
-            perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-            perms["probe"]["capabilities"] = {"filesystem:read": "approved"}  # nothing to replace it with
-            h.json(os.path.join(h.dh, "permissions.json"), perms)
+            h.approve("filesystem:read")  # nothing to replace it with
             code, out, err = h.exec("/bin/true")
             assert code == 0, (case, code, out, err)
         finally:
