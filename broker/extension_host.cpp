@@ -335,7 +335,9 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
   if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
   for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
-  if (std::string link = sandbox::replaceable_link(profile, snap); !link.empty()) return "cannot start: " + link;
+  if (!guarded_links_) guarded_links_ = sandbox::links_to_guard(snap);
+  if (std::string link = sandbox::replaceable_link(profile, *guarded_links_); !link.empty())
+    return "cannot start: " + link;
   // The launcher's refusals are told from the extension's own stderr by a tag it never sees.
   unsigned char bytes[16];
   if (::getrandom(bytes, sizeof bytes, 0) == static_cast<ssize_t>(sizeof bytes)) {

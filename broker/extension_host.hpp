@@ -138,6 +138,7 @@ class extension_host {
   host_options options_;
   std::optional<io::sandbox_support> kernel_;  // probed at the first confinement
   std::vector<sandbox::private_dir> private_dirs_;  // extensions' temp dirs, removed at shutdown
+  std::optional<std::vector<sandbox::guarded_link>> guarded_links_;  // found at the first confinement
   bool stopped_ = false;
   bool quit_ = false;
 };

@@ -119,7 +119,7 @@ int sandbox_exec(const sandbox_exec_options& o) {
   }
   policy::sandbox_profile profile = policy::compute_sandbox_profile(sandbox::sandbox_inputs_here(snap, ext, *exe, tmp));
   for (const std::string& u : profile.unenforced) std::fprintf(stderr, "dhara: note: %s\n", u.c_str());
-  if (std::string link = sandbox::replaceable_link(profile, snap); !link.empty()) {
+  if (std::string link = sandbox::replaceable_link(profile, sandbox::links_to_guard(snap)); !link.empty()) {
     std::fprintf(stderr, "dhara: the sandbox cannot be applied: %s\n", link.c_str());
     return 126;
   }

@@ -27,6 +27,11 @@ policy::error sys_error(const std::string& what) {
   return policy::make_error(policy::errc::invalid_value, what + ": " + std::strerror(errno));
 }
 
+// The folder of an absolute path ("/" for an entry of the root).
+std::string folder_of(std::string_view path) {
+  return std::string(path.substr(0, std::max<std::size_t>(path.rfind('/'), 1)));
+}
+
 bool write_all(int fd, const std::string& s) {
   std::size_t done = 0;
   while (done < s.size()) {
@@ -105,7 +110,7 @@ std::vector<std::string> links_on_the_way(const std::string& path) {
     rest.pop_front();
     if (part == ".") continue;
     if (part == "..") {
-      at.resize(std::max<std::size_t>(at.rfind('/'), 1));
+      at = folder_of(at);
       continue;
     }
     std::string next = at == "/" ? "/" + part : at + "/" + part;
@@ -125,27 +130,32 @@ std::vector<std::string> links_on_the_way(const std::string& path) {
   return links;
 }
 
-std::string replaceable_link(const policy::sandbox_profile& profile, const policy::policy_snapshot& snapshot) {
+std::vector<guarded_link> links_to_guard(const policy::policy_snapshot& snapshot) {
   std::vector<std::string> guarded;
   for (const policy::path_entry& e : snapshot.paths.denied)
-    guarded.push_back(e.glob ? e.literal_prefix.substr(0, std::max<std::size_t>(e.literal_prefix.rfind('/'), 1))
-                             : e.normalized);
+    guarded.push_back(e.glob ? policy::glob_literal_folder(policy::glob3_pattern(e)) : e.normalized);
   for (const auto& [name, ext] : snapshot.extensions) guarded.push_back(ext.folder);
+  std::sort(guarded.begin(), guarded.end());
+  guarded.erase(std::unique(guarded.begin(), guarded.end()), guarded.end());
+  std::vector<guarded_link> out;
+  for (const std::string& g : guarded)
+    if (!g.empty() && g.front() == '/')
+      for (std::string& link : links_on_the_way(g)) out.push_back({std::move(link), g});
+  return out;
+}
+
+std::string replaceable_link(const policy::sandbox_profile& profile, const std::vector<guarded_link>& links) {
   auto under = [](const std::string& p, const std::vector<std::string>& l) {
     return std::any_of(l.begin(), l.end(), [&](const std::string& x) { return policy::is_at_or_under(p, x); });
   };
-  for (const std::string& g : guarded) {
-    if (g.empty() || g.front() != '/') continue;
-    for (const std::string& link : links_on_the_way(g)) {
-      auto grant = std::find_if(profile.write.begin(), profile.write.end(),
-                                [&](const std::string& w) { return link != w && policy::is_at_or_under(link, w); });
-      if (grant == profile.write.end() || under(link, profile.read_only) || under(link, profile.mask)) continue;
-      const std::string folder = link.substr(0, std::max<std::size_t>(link.rfind('/'), 1));
-      if (::faccessat(AT_FDCWD, folder.c_str(), W_OK, AT_EACCESS) != 0) continue;  // not this user's to change
-      return link + " is a symbolic link inside " + *grant + ", which this extension may write, on the way to " + g +
-             " (denied, or an extension's folder): the extension could replace the link, and the next session "
-             "would follow it. Make it the folder or file it points to, or do not allow writing to " + *grant;
-    }
+  for (const auto& [link, g] : links) {
+    auto grant = std::find_if(profile.write.begin(), profile.write.end(),
+                              [&](const std::string& w) { return link != w && policy::is_at_or_under(link, w); });
+    if (grant == profile.write.end() || under(link, profile.read_only) || under(link, profile.mask)) continue;
+    if (::faccessat(AT_FDCWD, folder_of(link).c_str(), W_OK, AT_EACCESS) != 0) continue;  // not this user's to change
+    return link + " is a symbolic link inside " + *grant + ", which this extension may write, on the way to " + g +
+           " (denied, or an extension's folder): the extension could replace the link, and the next session "
+           "would follow it. Make it the folder or file it points to, or do not allow writing to " + *grant;
   }
   return {};
 }

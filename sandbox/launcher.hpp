@@ -34,13 +34,22 @@ policy::sandbox_inputs sandbox_inputs_here(const policy::policy_snapshot& snapsh
 /// when `/homelink` → `/home/u` and `/home/u/.dhara` is a link. At most 40.
 std::vector<std::string> links_on_the_way(const std::string& path);
 
-/// "" or why an extension with `profile` must not start: a symbolic link on the way to a path
-/// the snapshot denies (its forms as written included), to a glob denial's folder or to an
-/// extension's folder lies in a folder the profile lets it write, and this user may write that
-/// folder: the extension could replace the link, and the next session would follow its
-/// choice (`~/.dhara` a link into a dotfiles folder, the home writable: its own config).
-/// Links inside read-only paths and masks of the profile cannot be replaced.
-std::string replaceable_link(const policy::sandbox_profile& profile, const policy::policy_snapshot& snapshot);
+/// A symbolic link met on the way to a path that must lead where it led when the session began.
+struct guarded_link {
+  std::string link;     ///< where the link really is (links_on_the_way)
+  std::string guarded;  ///< the path it was met on the way to
+};
+
+/// The links met on the way to every path the snapshot denies (its forms as written
+/// included), every glob denial's folder and every extension's folder: once a session.
+std::vector<guarded_link> links_to_guard(const policy::policy_snapshot& snapshot);
+
+/// "" or why an extension with `profile` must not start: one of `links` lies in a folder the
+/// profile lets it write, and this user may write that folder: the extension could replace
+/// the link, and the next session would follow its choice (`~/.dhara` a link into a dotfiles
+/// folder, the home writable: its own config). Links inside read-only paths and masks of the
+/// profile cannot be replaced.
+std::string replaceable_link(const policy::sandbox_profile& profile, const std::vector<guarded_link>& links);
 
 /// A private folder (make_private_dir), held by this process until the object goes: a lock on
 /// the folder says it is in use, and the destructor removes it with everything in it. A folder
