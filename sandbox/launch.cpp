@@ -22,7 +22,6 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -138,145 +137,6 @@ int note_unlisted(const char* path, int error) {
   return 1;  // stop: fail closed rather than mask nothing
 }
 
-// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
-// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
-// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
-// denied file, and a read-only bind of a folder onto itself keeps it readable but not
-// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
-// dropped in step 3, after which mode 000 and read-only hold even for root.
-void apply_masks(const policy::sandbox_profile& p) {
-  std::vector<std::string> masks = p.mask;
-  for (const std::string& pattern : p.mask_globs) {
-    glob_t g{};
-    // Backslash escapes: policy::glob3_pattern. GLOB_PERIOD: dhara's matcher lets `*` match a
-    // leading dot, so `*.env` must mask `.env` too. A folder that exists but cannot be listed
-    // (mode 0300) would hide what it holds: the launch stops.
-    const int rc = ::glob(pattern.c_str(), GLOB_NOSORT | GLOB_PERIOD, note_unlisted, &g);
-    if (rc == GLOB_ABORTED)
-      die("mask", unlisted_error, "cannot list " + unlisted_folder + " to hide the denied entries matching " + pattern +
-                                      " (give its owner read permission on it)");
-    if (rc == 0)
-      for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
-    ::globfree(&g);
-  }
-  std::vector<std::pair<std::string, bool>> present;  // path, is a folder
-  for (const std::string& m : masks) {
-    struct stat st{};
-    if (::stat(m.c_str(), &st) != 0) continue;  // absent: nothing to hide (docs/sandbox.md, limits)
-    present.emplace_back(m, S_ISDIR(st.st_mode));
-  }
-  std::vector<std::string> read_only;
-  for (const std::string& r : p.read_only) {
-    struct stat st{};
-    if (::stat(r.c_str(), &st) == 0) read_only.push_back(r);  // absent: nothing to protect yet
-  }
-  if (present.empty() && read_only.empty()) return;
-  const uid_t uid = ::geteuid();
-  const gid_t gid = ::getegid();
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
-    die("namespace", errno, "user namespaces are needed to hide denied paths inside allowed ones; "
-                            "enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
-  write_file("/proc/self/setgroups", "deny");
-  write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
-  write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    die("mask", errno, "cannot make / private in the new mount namespace");
-  constexpr unsigned long ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  // A mask holds its own path, not the folders above it. With write on the grant around it,
-  // an extension could rename a folder between that grant and the mask (`mv config config2`
-  // with `config/secrets` denied), and the next start, which finds its masks by path, would
-  // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
-  // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
-  // filesystem mounted inside the project stays visible), and the masks come after.
-  // A link on the way cannot be pinned (a mount lands on its target): the extension could
-  // replace the link itself (`~/.dhara` a link into a dotfiles folder, with the home writable),
-  // and the next session would read its config from wherever the new link points. So a link
-  // between a write grant and a mask or read-only path, or the masked path being one, stops
-  // the launch.
-  // (A link in a folder this user cannot write, a root-owned `/home` for a user, stays.)
-  auto no_link = [&](const std::string& path, const std::string& grant) {
-    struct stat st{};
-    const std::string folder = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
-    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::faccessat(AT_FDCWD, folder.c_str(), W_OK, AT_EACCESS) == 0)
-      die("mask", ELOOP, path + " is a symbolic link inside " + grant + ", which this extension may write, on the way "
-          "to a denied or read-only path: the extension could replace the link. Make it the folder or file it "
-          "points to, or do not allow writing to " + grant);
-  };
-  std::vector<std::string> pins;
-  auto pin_above = [&](const std::string& inner) {
-    for (const std::string& w : p.write) {
-      if (inner == w || !policy::is_at_or_under(inner, w)) continue;
-      no_link(inner, w);
-      for (std::string a = inner.substr(0, inner.rfind('/')); a.size() > w.size(); a.resize(a.rfind('/'))) {
-        no_link(a, w);
-        pins.push_back(a);
-      }
-    }
-  };
-  for (const auto& [path, dir] : present) pin_above(path);
-  for (const std::string& r : read_only) pin_above(r);
-  std::sort(pins.begin(), pins.end());
-  pins.erase(std::unique(pins.begin(), pins.end()), pins.end());
-  for (const std::string& a : pins)
-    if (::mount(a.c_str(), a.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-      die("mask", errno, "cannot keep " + a + ", which holds a denied or read-only path, from being renamed");
-  // Read-only next: a mask inside a read-only folder is then mounted on top of it.
-  for (const std::string& path : read_only) {
-    // The remount keeps the flags the mount has (the kernel refuses to clear them inside a
-    // user namespace) and adds read-only; exec stays as it was, for native extensions.
-    struct statvfs vfs{};
-    if (::statvfs(path.c_str(), &vfs) != 0) die("mask", errno, "cannot read the mount flags of " + path);
-    unsigned long keep = 0;
-    for (auto [st, ms] : {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV}, std::pair{ST_NOEXEC, MS_NOEXEC},
-                          std::pair{ST_NOATIME, MS_NOATIME}, std::pair{ST_NODIRATIME, MS_NODIRATIME},
-                          std::pair{ST_RELATIME, MS_RELATIME}})
-      if (vfs.f_flag & st) keep |= ms;
-    if (::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr) != 0)
-      die("mask", errno, "cannot make " + path + " read-only");
-  }
-  bool files = false;
-  for (const auto& [path, dir] : present) {
-    if (!dir) {
-      files = true;
-      continue;
-    }
-    if (::mount("dhara-mask", path.c_str(), "tmpfs", ro, "mode=000,size=4k,nr_inodes=1") != 0)
-      die("mask", errno, "cannot hide the denied folder " + path);
-  }
-  if (!files) return;
-  // An empty mode-000 file to bind over denied files, on a tmpfs that is never attached to a
-  // path: everything below goes by descriptor. (It was made on a scratch tmpfs mounted over
-  // the temp dir, by path: an extension that may write where the temp dirs are could swap
-  // another extension's temp dir for a link while that one started, and have its denied files
-  // bound to whatever the link's `empty` pointed at, ~/.ssh/id_rsa.)
-  constexpr unsigned hidden = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-  const int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
-  if (fs < 0 || ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", "700", 0) != 0 ||
-      ::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) != 0 ||
-      ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
-    die("mask", errno, "cannot make the tmpfs that holds the empty mask file");
-  const int scratch = ::fsmount(fs, FSMOUNT_CLOEXEC, hidden);
-  if (scratch < 0) die("mask", errno, "cannot mount the tmpfs that holds the empty mask file");
-  ::close(fs);
-  const int fd = ::openat(scratch, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
-  if (fd < 0) die("mask", errno, "cannot create the empty mask file");
-  ::close(fd);
-  mount_attr read_only_attr{};
-  read_only_attr.attr_set = MOUNT_ATTR_RDONLY | hidden;
-  for (const auto& [path, dir] : present) {
-    if (dir) continue;
-    // A read-only copy of the file's mount, moved onto the denied file (following a link
-    // there, as the folder masks do).
-    const int tree = ::open_tree(scratch, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (tree < 0 || ::mount_setattr(tree, "", AT_EMPTY_PATH, &read_only_attr, sizeof read_only_attr) != 0 ||
-        ::move_mount(tree, "", AT_FDCWD, path.c_str(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_SYMLINKS) != 0)
-      die("mask", errno, "cannot hide the denied file " + path);
-    ::close(tree);
-  }
-  ::close(scratch);
-}
-
 struct rule {
   int fd;
   std::uint64_t rights;
@@ -298,6 +158,216 @@ int open_grant(const std::string& path) {
         "session again if the link is meant to be there");
   if (fd < 0 && errno == ENOSYS) die("landlock", ENOSYS, "openat2 needs Linux 5.6 or later");
   return fd;
+}
+
+// Where a mask, a pin or a read-only path lies, looked at before its mount: the outermost
+// grant it lies under (null: none), a write grant if there is one, and whether a link lies
+// on the way from there.
+struct target_look {
+  const std::string* grant = nullptr;
+  bool writable = false;  // `grant` is a write grant: the folders between are pinned
+  bool links = false;
+};
+
+// A link on the way from a write grant to a mask or read-only path cannot be pinned (a mount
+// lands on its target): the extension could replace the link itself (`~/.dhara` a link into a
+// dotfiles folder, with the home writable), and the next session would read its config from
+// wherever the new link points. So a link between a write grant and a mask or read-only path,
+// or the path itself being one, stops the launch, when this user may write the folder that
+// holds it (a link in a folder this user cannot write, a root-owned `/home` for a user, stays).
+// Under a grant it may only read, a link is noted, not refused: the extension cannot replace it.
+target_look look_at(const std::string& path, const policy::sandbox_profile& p) {
+  target_look look;
+  auto outermost = [&](const std::vector<std::string>& grants) {
+    for (const std::string& g : grants)
+      if (path != g && policy::is_at_or_under(path, g) && (!look.grant || g.size() < look.grant->size())) look.grant = &g;
+  };
+  outermost(p.write);
+  look.writable = look.grant != nullptr;
+  if (!look.writable) {
+    outermost(p.read);
+    outermost(p.execute);
+  }
+  if (!look.grant) return look;
+  for (std::string a = path; a.size() > look.grant->size(); a.resize(a.rfind('/'))) {
+    struct stat st{};
+    if (::lstat(a.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    const std::string folder = a.substr(0, std::max<std::size_t>(a.rfind('/'), 1));
+    if (look.writable && ::faccessat(AT_FDCWD, folder.c_str(), W_OK, AT_EACCESS) == 0)
+      die("mask", ELOOP, a + " is a symbolic link inside " + *look.grant + ", which this extension may write, on the way "
+          "to a denied or read-only path: the extension could replace the link. Make it the folder or file it "
+          "points to, or do not allow writing to " + *look.grant);
+    look.links = true;
+  }
+  return look;
+}
+
+// An O_PATH descriptor for `path` as it is now, or -1 with errno (ENOENT: nothing there yet).
+// Every mount goes onto such a descriptor, not onto a path looked up again. When the look saw
+// no link on the way from the grant, the path is opened from the grant with no link followed:
+// a folder swapped for a link after the look (another process that may write there, with
+// renameat2's RENAME_EXCHANGE) stops the launch instead of moving the mount onto the link's
+// target, which left the real file readable in about one launch of four.
+int open_target(const std::string& path, const target_look& look) {
+  if (!look.grant) return ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  const std::string& grant = *look.grant;
+  const int base = open_grant(grant);
+  if (base < 0) return -1;
+  const std::string rel = path.substr(grant == "/" ? 1 : grant.size() + 1);
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = look.links ? 0 : RESOLVE_NO_SYMLINKS;
+  const int fd = static_cast<int>(::syscall(SYS_openat2, base, rel.c_str(), &how, sizeof how));
+  const int err = errno;
+  ::close(base);
+  if (fd < 0 && err == ELOOP && !look.links)
+    die("mask", ELOOP, "a symbolic link appeared on the way from " + grant + " to " + path +
+        " while the sandbox was set up; another process may be changing that folder. Start the extension again");
+  errno = err;
+  return fd;
+}
+
+// Binds the tree at `fd` onto itself, made read-only (with what is mounted below it) when asked.
+void bind_onto_itself(int fd, bool read_only, const std::string& what) {
+  const int tree = ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (tree < 0) die("mask", errno, what);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (read_only && ::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    die("mask", errno, what);
+  if (::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) die("mask", errno, what);
+  ::close(tree);
+}
+
+// A tmpfs attached to no path, whose read-only open_tree clones are the masks: its root
+// (mode 000) for folders, an empty mode-000 file in it for files.
+int make_mask_source(bool file) {
+  const int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0 || ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", file ? "700" : "000", 0) != 0 ||
+      ::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) != 0 ||
+      ::fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", file ? "2" : "1", 0) != 0 ||
+      ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    die("mask", errno, "cannot make the tmpfs that masks are made of");
+  const int source = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  if (source < 0) die("mask", errno, "cannot mount the tmpfs that masks are made of");
+  ::close(fs);
+  if (file) {
+    const int fd = ::openat(source, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+    if (fd < 0) die("mask", errno, "cannot create the empty mask file");
+    ::close(fd);
+  }
+  return source;
+}
+
+// Puts a read-only copy of a mask source (make_mask_source) onto the denied path at `fd`.
+void mask_onto(int source, int fd, bool dir, const std::string& path) {
+  const int tree = ::open_tree(source, dir ? "" : "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (dir ? AT_EMPTY_PATH : 0));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  if (tree < 0 || ::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 ||
+      ::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    die("mask", errno, std::string("cannot hide the denied ") + (dir ? "folder " : "file ") + path);
+  ::close(tree);
+}
+
+// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
+// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
+// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
+// denied file, and a read-only bind of a folder onto itself keeps it readable but not
+// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
+// dropped in step 3, after which mode 000 and read-only hold even for root. Every mount is
+// made from a descriptor onto a descriptor (open_tree, move_mount): the masks' source is a
+// tmpfs attached to no path, and each target is opened once it is looked at (open_target).
+// (They were made by path: the empty file on a scratch tmpfs over the temp dir, which an
+// extension that may write there could swap for a link to ~/.ssh/id_rsa while another
+// started; and a folder swapped for a link between the look for links and the mount would
+// have moved the mount onto the link's target.)
+void apply_masks(const policy::sandbox_profile& p) {
+  std::vector<std::string> masks = p.mask;
+  for (const std::string& pattern : p.mask_globs) {
+    glob_t g{};
+    // Backslash escapes: policy::glob3_pattern. GLOB_PERIOD: dhara's matcher lets `*` match a
+    // leading dot, so `*.env` must mask `.env` too. A folder that exists but cannot be listed
+    // (mode 0300) would hide what it holds: the launch stops.
+    const int rc = ::glob(pattern.c_str(), GLOB_NOSORT | GLOB_PERIOD, note_unlisted, &g);
+    if (rc == GLOB_ABORTED)
+      die("mask", unlisted_error, "cannot list " + unlisted_folder + " to hide the denied entries matching " + pattern +
+                                      " (give its owner read permission on it)");
+    if (rc == 0)
+      for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+  struct present_path {
+    std::string path;
+    bool dir = false;
+    target_look look;  // taken inside the new namespaces, below
+  };
+  // What exists now; absent: nothing to hide or protect yet (docs/sandbox.md, limits).
+  std::vector<present_path> present, read_only;
+  for (const std::string& m : masks)
+    if (struct stat st{}; ::stat(m.c_str(), &st) == 0) present.push_back({m, S_ISDIR(st.st_mode), {}});
+  for (const std::string& r : p.read_only)
+    if (struct stat st{}; ::stat(r.c_str(), &st) == 0) read_only.push_back({r, S_ISDIR(st.st_mode), {}});
+  if (present.empty() && read_only.empty()) return;
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+    die("namespace", errno, "user namespaces are needed to hide denied paths inside allowed ones; "
+                            "enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
+  write_file("/proc/self/setgroups", "deny");
+  write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
+  write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    die("mask", errno, "cannot make / private in the new mount namespace");
+  // A mask holds its own path, not the folders above it. With write on the grant around it,
+  // an extension could rename a folder between that grant and the mask (`mv config config2`
+  // with `config/secrets` denied), and the next start, which finds its masks by path, would
+  // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
+  // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
+  // filesystem mounted inside the project stays visible), and the masks come after.
+  // Links on the way are looked at here, where this user's capabilities cover what it owns:
+  // a link in a folder it owns is one it may replace (it may change the folder's mode).
+  for (std::vector<present_path>* paths : {&present, &read_only})
+    for (present_path& t : *paths) t.look = look_at(t.path, p);
+  std::vector<std::string> pins;
+  auto pin_above = [&](const present_path& inner) {
+    if (!inner.look.writable) return;
+    for (std::string a = inner.path.substr(0, inner.path.rfind('/')); a.size() > inner.look.grant->size();
+         a.resize(a.rfind('/')))
+      pins.push_back(a);
+  };
+  for (const present_path& m : present) pin_above(m);
+  for (const present_path& r : read_only) pin_above(r);
+  std::sort(pins.begin(), pins.end());
+  pins.erase(std::unique(pins.begin(), pins.end()), pins.end());
+  for (const std::string& a : pins) {
+    const std::string what = "cannot keep " + a + ", which holds a denied or read-only path, from being renamed";
+    const int fd = open_target(a, look_at(a, p));
+    if (fd < 0) die("mask", errno, what);
+    bind_onto_itself(fd, false, what);
+    ::close(fd);
+  }
+  // Read-only next: a mask inside a read-only folder is then mounted on top of it. What is
+  // mounted below a read-only path is made read-only with it; exec stays as it was, for
+  // native extensions.
+  for (const present_path& r : read_only) {
+    const std::string what = "cannot make " + r.path + " read-only";
+    const int fd = open_target(r.path, r.look);
+    if (fd < 0) die("mask", errno, what);
+    bind_onto_itself(fd, true, what);
+    ::close(fd);
+  }
+  int sources[2] = {-1, -1};  // folders, files
+  for (const present_path& m : present) {
+    int& source = sources[m.dir ? 0 : 1];
+    if (source < 0) source = make_mask_source(!m.dir);
+    const int fd = open_target(m.path, m.look);
+    if (fd < 0) die("mask", errno, std::string("cannot hide the denied ") + (m.dir ? "folder " : "file ") + m.path);
+    mask_onto(source, fd, m.dir, m.path);
+    ::close(fd);
+  }
+  for (int source : sources)
+    if (source >= 0) ::close(source);
 }
 
 // O_PATH fds for every granted path, opened before capabilities go (a root launcher may

@@ -313,22 +313,35 @@ def test_installed_extensions_are_read_only_inside_a_writable_home():
     if not need("Landlock", ABI >= 1) or not need("user namespaces (read-only mounts)", USERNS):
         return
     h = Home(approved=["filesystem:read", "filesystem:write"], allowed=["~"])
+    mounted = False
     try:
         other = os.path.join(h.dh, "extensions", "other")
         os.makedirs(other)
         h.put(os.path.join(other, "main.py"), "print('original')\n")
         manifest = os.path.join(h.ext, "manifest.json")
+        # A filesystem mounted inside an extension folder is read-only with it (root can make
+        # one here); the read-only bind covered the folder's own mount only until 2026-12-06.
+        os.makedirs(f"{other}/data")
+        mounted = os.geteuid() == 0 and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "dhara-test", f"{other}/data"],
+            capture_output=True).returncode == 0
+        if mounted:
+            h.put(f"{other}/data/cache.txt", "cached\n")
         r = h.probe(f"write:{manifest}", f"write:{other}/main.py", f"write:{h.dh}/extensions/planted.py",
                     f"read:{h.ext}/probe.py", f"read:{other}/main.py", f"write:{h.home}/notes.txt",
-                    f"read:{h.dh}/permissions.json")
+                    f"read:{h.dh}/permissions.json", f"write:{other}/data/cache.txt")
         expect(r, {f"write:{manifest}": "EROFS", f"write:{other}/main.py": "EROFS",
                    f"write:{h.dh}/extensions/planted.py": "EROFS", f"read:{h.ext}/probe.py": "OK",
                    f"read:{other}/main.py": "OK", f"write:{h.home}/notes.txt": "OK",
-                   f"read:{h.dh}/permissions.json": "EACCES"})
+                   f"read:{h.dh}/permissions.json": "EACCES", f"write:{other}/data/cache.txt": "EROFS"})
         assert open(os.path.join(other, "main.py")).read() == "print('original')\n"
         assert json.load(open(manifest))["capabilities"] == ALL_CAPS
         assert not os.path.exists(f"{h.dh}/extensions/planted.py")
+        if mounted:
+            assert open(f"{other}/data/cache.txt").read() == "cached\n"
     finally:
+        if mounted:
+            subprocess.run(["umount", f"{h.dh}/extensions/other/data"], capture_output=True)
         h.close()
 
 
@@ -474,6 +487,57 @@ def test_denied_files_are_masked_without_a_path_that_could_be_swapped():
         assert open(f"{root}/config.json.0").read() == "DENIED\n"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+def test_a_folder_swapped_for_a_link_while_the_launcher_masks_does_not_move_the_mask():
+    # Another process that may write inside a grant (one these pins do not hold: outside
+    # dhara, or started before the denied file existed) exchanges a folder above a mask with
+    # a link to a decoy (renameat2 RENAME_EXCHANGE), over and over, while the launcher starts.
+    # The launcher looked for links, then mounted by path: a swap in between put the pin and
+    # the mask on the decoy, and the real file, back in place, was read (in 63 to 85 launches
+    # of 300). Every mount now goes onto a descriptor opened with no link followed: the mask
+    # holds the real file, or the launch stops.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    w, decoy = f"{root}/w", f"{root}/decoy"
+    attacker = None
+    try:
+        os.makedirs(f"{w}/a/b")
+        os.makedirs(f"{decoy}/b")
+        Home.put(f"{w}/a/b/secret.txt", "REAL\n")
+        Home.put(f"{decoy}/b/secret.txt", "DECOY\n")
+        os.symlink(decoy, f"{w}/lnk")
+        attacker = subprocess.Popen([sys.executable, "-c", (
+            "import ctypes, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "a, l, n = sys.argv[1].encode(), sys.argv[2].encode(), 0\n"
+            "while True:\n"
+            "    n += libc.renameat2(-100, a, -100, l, 2) == 0\n"  # AT_FDCWD, RENAME_EXCHANGE
+            "    if n == 1: print('swapping', flush=True)\n"), f"{w}/a", f"{w}/lnk"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert attacker.stdout.readline().strip() == "swapping"
+        profile = {"version": 2, "read": [root], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64"],
+                   "mask": [f"{w}/a/b/secret.txt"], "spawn": True}
+        masked, refused = 0, 0
+        for _ in range(60):
+            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c",
+                                f"for i in 1 2 3 4 5 6 7 8; do cat {w}/a/b/secret.txt {w}/lnk/b/secret.txt; done; true"],
+                               capture_output=True, text=True, timeout=30)
+            assert "REAL" not in p.stdout, ("the mask moved and the real file was read", p.stdout, p.stderr)
+            if p.returncode == 0:
+                masked += 1
+            else:
+                # A link where the look saw none (or the look saw the link): the launch stops.
+                assert p.returncode == 126 and "Too many levels of symbolic links" in p.stderr, (p.returncode, p.stderr)
+                refused += 1
+        assert attacker.poll() is None, "the swapping process stopped"
+        assert masked + refused == 60
+    finally:
+        if attacker:
+            attacker.kill()
+            attacker.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
 
 def test_dharas_state_files_are_masked_when_the_home_is_reached_through_a_link():
     # HOME=/home/u where /home/u is a link (/data/u): the built-in denials of the state files
