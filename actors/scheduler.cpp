@@ -279,7 +279,8 @@ worker_activity activity_of_workers(caf::actor_system& sys) {
   if (c == nullptr) return {};
   coordinator_data& q = c->data();
   std::lock_guard<std::mutex> guard(q.lock);
-  return {q.sleeping, q.looking.load(std::memory_order_relaxed), q.looks.load(std::memory_order_relaxed), q.held};
+  return {q.sleeping, q.looking.load(std::memory_order_relaxed), q.looks.load(std::memory_order_relaxed), q.held,
+          q.queue.size() + q.for_workers.size()};
 }
 
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers) {

@@ -14,14 +14,16 @@ namespace dhara::actors {
 void use_dhara_scheduler(caf::actor_system_config& cfg, std::size_t workers);
 
 /// What the workers of dhara's scheduler are doing (for tests): how many sleep, how many look
-/// for a job before they sleep, how many such looks began since the system started, and how
-/// many jobs a run_here_scope's thread kept to run itself because no worker was busy. All 0
+/// for a job before they sleep, how many such looks began since the system started, how many
+/// jobs a run_here_scope's thread kept to run itself because no worker was busy, and how many
+/// jobs are queued (a worker woken for one still counts as sleeping until it takes it). All 0
 /// on CAF's own scheduler.
 struct worker_activity {
   std::size_t sleeping = 0;
   std::size_t looking = 0;
   std::size_t looks = 0;
   std::size_t held = 0;
+  std::size_t queued = 0;
 };
 worker_activity activity_of_workers(caf::actor_system& sys);
 

@@ -115,6 +115,11 @@ TEST_CASE("two jobs a worker hands off while it is busy wake the other worker", 
 
 namespace {
 
+// Both workers asleep with no job queued. A worker notified of a job counts as sleeping until
+// it wakes and takes it: right after a spawn, `sleeping == 2` alone may hold while a worker is
+// about to run the new actor (and then look, and take a job a test meant for another thread).
+bool both_asleep(const actors::worker_activity& w) { return w.sleeping == 2 && w.queued == 0; }
+
 // Waits (at most 30 s) until `ok` holds for the workers' activity, looking again every
 // `pause`; returns whether it did.
 template <class Pred>
@@ -159,7 +164,7 @@ std::shared_ptr<hop_count> relay_from_outside(caf::actor_system& sys, caf::scope
   // The workers finish starting them and go to sleep (CAF's own scheduler says nothing of its
   // workers: a pause does there).
   if (on_dhara_scheduler)
-    REQUIRE(workers_become(sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
+    REQUIRE(workers_become(sys, both_asleep));
   else
     std::this_thread::sleep_for(100ms);
   std::thread io([&] {
@@ -228,7 +233,7 @@ TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded n
   auto count = std::make_shared<hop_count>();
   auto sink = r.sys.spawn(tally, count, total, caf::actor_cast<caf::actor>(r.self));
   // The workers start it and go to sleep.
-  REQUIRE(workers_become(r.sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
+  REQUIRE(workers_become(r.sys, both_asleep));
   std::thread io([&] {
     count->here = std::this_thread::get_id();
     actors::run_here_scope scope(r.sys, never_busy, nullptr);
@@ -246,7 +251,7 @@ TEST_CASE("a run_here_scope runs at most its budget of actor runs of a bounded n
 TEST_CASE("a worker with nothing to do looks for a job briefly, then sleeps", "[actors][scheduler]") {
   rig r;
   auto peer = r.sys.spawn(counter, 1);
-  REQUIRE(workers_become(r.sys, [](const actors::worker_activity& a) { return a.sleeping == 2; }));
+  REQUIRE(workers_become(r.sys, both_asleep));
   const std::size_t looks_before = actors::activity_of_workers(r.sys).looks;
   for (int i = 0; i < 20; ++i) {
     int back = -1;
@@ -257,7 +262,7 @@ TEST_CASE("a worker with nothing to do looks for a job briefly, then sleeps", "[
   // it slept (after the earlier answers it may have found the next ping already waiting, when
   // the machine is busy and the ping came first); then both sleep, no worker is left looking
   // (a look is bounded), and nothing wakes them.
-  CHECK(workers_become(r.sys, [](const actors::worker_activity& a) { return a.sleeping == 2 && a.looking == 0; }));
+  CHECK(workers_become(r.sys, [](const actors::worker_activity& a) { return both_asleep(a) && a.looking == 0; }));
   CHECK(actors::activity_of_workers(r.sys).looks > looks_before);
 }
 
@@ -269,7 +274,7 @@ TEST_CASE("a thread in a run_here_scope keeps the job it sends while a worker lo
     auto a = r.sys.spawn(relay, count, 6, done);
     auto b = r.sys.spawn(relay, count, 6, done);
     auto poke = r.sys.spawn(counter, 1);
-    REQUIRE(workers_become(r.sys, [](const actors::worker_activity& w) { return w.sleeping == 2; }));
+    REQUIRE(workers_become(r.sys, both_asleep));
     // A job from outside wakes a worker; once it has run it, that worker looks for another,
     // then sleeps: idle either way, while the other worker sleeps.
     const std::size_t looks = actors::activity_of_workers(r.sys).looks;
