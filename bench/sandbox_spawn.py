@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Spawn overhead of the OS sandbox launcher: `/usr/bin/true` started plainly and through
-`dhara-launch` with a minimal profile (no network, no spawn: Landlock + seccomp, no masks) and
-with a mask (adds the user+mount namespace), interleaved in one run so machine noise hits all
-alike. Prints the median per spawn and the difference.
+`dhara-launch` with a minimal profile (no network, no spawn: Landlock + seccomp, no masks),
+with a mask (adds the user+mount namespace), and with a folder and a file masked inside a
+write grant (adds the pins of the folders between), interleaved in one run so machine noise
+hits all alike. Prints the median per spawn and the difference.
 
 Usage: sandbox_spawn.py BUILD_DIR [N=200]
 """
@@ -22,11 +23,13 @@ ldso = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
 root = tempfile.mkdtemp(prefix="dhara-spawn-")
 tmp = os.path.join(root, "tmp")
 os.makedirs(os.path.join(root, "proj", "secret"))
+os.makedirs(os.path.join(root, "work", "config", "keys"))
+open(os.path.join(root, "work", "config", "token.txt"), "w").close()
 os.makedirs(tmp)
 
 
 def profile(name, **extra):
-    p = {"version": 1, "read": ["/usr", "/etc/ld.so.cache"], "write": [tmp, "/dev/null"],
+    p = {"version": 2, "read": ["/usr", "/etc/ld.so.cache"], "write": [tmp, "/dev/null"],
          "execute": [true, ldso], "tempDir": tmp}
     p.update(extra)
     path = os.path.join(root, name)
@@ -39,6 +42,8 @@ plain_argv = [true]
 ll_argv = [launcher, "--profile", profile("p.json"), "--", true]
 mask_argv = [launcher, "--profile", profile("m.json", read=["/usr", "/etc/ld.so.cache", root + "/proj"],
                                             mask=[root + "/proj/secret"]), "--", true]
+pin_argv = [launcher, "--profile", profile("w.json", write=[tmp, "/dev/null", root + "/work"],
+                                           mask=[root + "/work/config/keys", root + "/work/config/token.txt"]), "--", true]
 
 
 def once(argv):
@@ -49,13 +54,15 @@ def once(argv):
     return (time.perf_counter() - t) * 1000
 
 
-samples = {"plain": [], "launcher": [], "launcher+mask": []}
+samples = {"plain": [], "launcher": [], "launcher+mask": [], "launcher+pins": []}
 for _ in range(n):
     samples["plain"].append(once(plain_argv))
     samples["launcher"].append(once(ll_argv))
     samples["launcher+mask"].append(once(mask_argv))
+    samples["launcher+pins"].append(once(pin_argv))
 shutil.rmtree(root, ignore_errors=True)
 med = {k: statistics.median(v) for k, v in samples.items()}
 print(f"spawn of /usr/bin/true, median of {n}: plain {med['plain']:.3f} ms, "
       f"dhara-launch {med['launcher']:.3f} ms (+{med['launcher'] - med['plain']:.3f} ms), "
-      f"with a mask {med['launcher+mask']:.3f} ms (+{med['launcher+mask'] - med['plain']:.3f} ms)")
+      f"with a mask {med['launcher+mask']:.3f} ms (+{med['launcher+mask'] - med['plain']:.3f} ms), "
+      f"with two masks in a write grant {med['launcher+pins']:.3f} ms (+{med['launcher+pins'] - med['plain']:.3f} ms)")
