@@ -540,6 +540,22 @@ int install_extension(const global_options& g, const install_options& o) {
   std::string old_version;
   struct stat dst_st {};
   if (::lstat(dest.c_str(), &dst_st) == 0) {
+    // Installed as a link (to a development copy, say): neither the link nor what it points
+    // to is replaced; the user removes the link, which leaves its target alone.
+    if (S_ISLNK(dst_st.st_mode)) {
+      const fs::path target = fs::canonical(dest, ec);
+      if (!ec && target == *source) {
+        std::printf("%s is already installed in %s, a link to %s (the folder given); nothing to do\n", name.c_str(),
+                    dest.c_str(), target.c_str());
+        return 0;
+      }
+      const fs::path points_to = ec ? fs::read_symlink(dest, ec) : target;
+      std::fprintf(stderr,
+                   "dhara: %s is a symbolic link to %s, and dhara does not install over a link; run 'dhara extensions "
+                   "remove %s' (it removes the link, not %s), then install again\n",
+                   dest.c_str(), points_to.c_str(), name.c_str(), points_to.c_str());
+      return 2;
+    }
     if (!S_ISDIR(dst_st.st_mode)) {
       std::fprintf(stderr, "dhara: %s exists and is not an extension folder; move it away, then install again\n",
                    dest.c_str());

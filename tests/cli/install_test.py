@@ -403,6 +403,32 @@ def test_already_installed_same_version_says_so_other_version_refuses_with_the_r
     h.close()
 
 
+def test_an_extension_installed_as_a_link_is_neither_replaced_nor_written_through():
+    # ~/.dhara/extensions/web-tools a link to a development copy: an install or --upgrade
+    # said the folder "exists and is not an extension folder". It now says what is there and
+    # how to go on, and changes neither the link nor the copy; remove takes the link only.
+    h = Home()
+    dev = os.path.join(h.root, "dev-web-tools")
+    shutil.copytree(web_tools(h), dev)
+    os.makedirs(os.path.dirname(h.installed()), exist_ok=True)
+    os.symlink(dev, h.installed())
+    code, out, _ = h.dhara("extensions", "install", dev)
+    assert code == 0 and f"a link to {dev} (the folder given); nothing to do" in out, out
+    for flags in ([], ["--upgrade"], ["--force"]):
+        code, out, err = h.dhara("extensions", "install", web_tools(h, version="2.0.0"), *flags)
+        assert code == 2, (flags, code, out, err)
+        assert f"{h.installed()} is a symbolic link to {dev}, and dhara does not install over a link; run " \
+               f"'dhara extensions remove web-tools' (it removes the link, not {dev}), then install again" in err, err
+        assert os.path.islink(h.installed()) and os.readlink(h.installed()) == dev
+        assert json.load(open(os.path.join(dev, "manifest.json")))["version"] == "1.0.0"
+    assert h.dhara("extensions", "remove", "web-tools")[0] == 0
+    assert not os.path.lexists(h.installed()) and os.path.isfile(os.path.join(dev, "manifest.json"))
+    assert h.dhara("extensions", "install", web_tools(h, version="2.0.0"), stdin=subprocess.DEVNULL)[0] == 0
+    assert not os.path.islink(h.installed())
+    assert json.load(open(os.path.join(h.installed(), "manifest.json")))["version"] == "2.0.0"
+    h.close()
+
+
 def test_upgrade_keeps_approvals_at_standard_and_asks_only_for_new_capabilities():
     h = Home()
     assert h.on_terminal("extensions", "install", web_tools(h), keys=["y"])[0] == 0
