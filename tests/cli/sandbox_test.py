@@ -199,6 +199,17 @@ class Home:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def mount_tmpfs(folder, name, text):
+    """Makes `folder` and mounts a small tmpfs on it holding `name`, when this runs as root
+    (a filesystem mounted inside a granted path); returns whether it did."""
+    os.makedirs(folder)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "dhara-test", folder],
+                                           capture_output=True).returncode != 0:
+        return False
+    Home.put(os.path.join(folder, name), text)
+    return True
+
+
 def expect(got, want):
     bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not bad, "got, wanted: " + json.dumps(bad)
@@ -321,12 +332,7 @@ def test_installed_extensions_are_read_only_inside_a_writable_home():
         manifest = os.path.join(h.ext, "manifest.json")
         # A filesystem mounted inside an extension folder is read-only with it (root can make
         # one here); the read-only bind covered the folder's own mount only until 2026-12-06.
-        os.makedirs(f"{other}/data")
-        mounted = os.geteuid() == 0 and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64k", "dhara-test", f"{other}/data"],
-            capture_output=True).returncode == 0
-        if mounted:
-            h.put(f"{other}/data/cache.txt", "cached\n")
+        mounted = mount_tmpfs(f"{other}/data", "cache.txt", "cached\n")
         r = h.probe(f"write:{manifest}", f"write:{other}/main.py", f"write:{h.dh}/extensions/planted.py",
                     f"read:{h.ext}/probe.py", f"read:{other}/main.py", f"write:{h.home}/notes.txt",
                     f"read:{h.dh}/permissions.json", f"write:{other}/data/cache.txt")
@@ -442,12 +448,7 @@ def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start(
                 "        return errno.errorcode[e.errno]\n"
                 "print(mv(sys.argv[1], sys.argv[1] + '2'), mv(sys.argv[2], sys.argv[2] + '-old'))\n")
         # A filesystem mounted inside a pinned folder stays visible (root can make one here).
-        os.makedirs(f"{p}/config/data")
-        mounted = os.geteuid() == 0 and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64k", "dhara-test", f"{p}/config/data"],
-            capture_output=True).returncode == 0
-        if mounted:
-            h.put(f"{p}/config/data/on-tmpfs.txt", "tmpfs\n")
+        mounted = mount_tmpfs(f"{p}/config/data", "on-tmpfs.txt", "tmpfs\n")
         rc, out, err = h.exec("python3", "-c", code, f"{p}/config", h.dh)
         assert rc == 0 and out.split() == ["EBUSY", "EBUSY"], (rc, out, err)
         assert os.path.isdir(f"{p}/config/secrets") and os.path.isdir(h.dh)
