@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policy/path_rules.hpp"
@@ -294,20 +295,34 @@ void apply_masks(const policy::sandbox_profile& p) {
       die("mask", unlisted_error, "cannot list " + unlisted_folder + " to hide the denied entries matching " + pattern +
                                       " (give its owner read permission on it)");
     if (rc == 0)
-      for (std::size_t i = 0; i < g.gl_pathc; ++i) masks.emplace_back(g.gl_pathv[i]);
+      for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+        // GLOB_PERIOD lets `*` and `.*` match `.` and `..` too: the globbed folder itself and
+        // the one above it, which are not what the pattern denies.
+        const std::string_view name = std::string_view(g.gl_pathv[i]).substr(std::string_view(g.gl_pathv[i]).rfind('/') + 1);
+        if (name != "." && name != "..") masks.emplace_back(g.gl_pathv[i]);
+      }
     ::globfree(&g);
   }
   struct present_path {
     std::string path;
     bool dir = false;
-    target_look look;  // taken inside the new namespaces, below
+    bool known = true;  // false: could not be looked at before the namespaces, see below
+    target_look look;   // taken inside the new namespaces, below
   };
-  // What exists now; absent: nothing to hide or protect yet (docs/sandbox.md, limits).
+  // What exists now; absent: nothing to hide or protect yet (docs/sandbox.md, limits). Only
+  // ENOENT and ENOTDIR say absent: a folder on the way that this user cannot search (EACCES)
+  // may be one the extension made so with chmod, which Landlock does not govern, so that its
+  // next start would skip the mask and it could chmod the folder back and read what the mask
+  // hid. Such a path is looked at again inside the user namespace, where this user's own
+  // folders can be searched whatever their mode.
   std::vector<present_path> present, read_only;
-  for (const std::string& m : masks)
-    if (struct stat st{}; ::stat(m.c_str(), &st) == 0) present.push_back({m, S_ISDIR(st.st_mode), {}});
-  for (const std::string& r : p.read_only)
-    if (struct stat st{}; ::stat(r.c_str(), &st) == 0) read_only.push_back({r, S_ISDIR(st.st_mode), {}});
+  auto look_now = [](const std::string& path, std::vector<present_path>& into) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0) into.push_back({path, S_ISDIR(st.st_mode), true, {}});
+    else if (errno != ENOENT && errno != ENOTDIR) into.push_back({path, false, false, {}});
+  };
+  for (const std::string& m : masks) look_now(m, present);
+  for (const std::string& r : p.read_only) look_now(r, read_only);
   if (present.empty() && read_only.empty()) return;
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
@@ -325,6 +340,32 @@ void apply_masks(const policy::sandbox_profile& p) {
   // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
   // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
   // filesystem mounted inside the project stays visible), and the masks come after.
+  // The paths that could not be looked at: with the capabilities of this namespace over what
+  // this user owns, one still out of reach lies behind a folder of another owner, which the
+  // extension can neither search nor change: nothing there to hide from it.
+  for (std::vector<present_path>* paths : {&present, &read_only})
+    std::erase_if(*paths, [](present_path& t) {
+      if (t.known) return false;
+      struct stat st{};
+      if (::stat(t.path.c_str(), &st) == 0) {
+        t.dir = S_ISDIR(st.st_mode);
+        t.known = true;
+        return false;
+      }
+      if (errno == ENOENT || errno == ENOTDIR || errno == EACCES) return true;
+      die("mask", errno, "cannot look at " + t.path + ", a denied or read-only path");
+    });
+  // A path inside a folder that is masked is hidden with it; its own mount would find nothing
+  // there once the folder's mask is on (and stop the launch).
+  std::vector<std::string> masked_folders;
+  for (const present_path& m : present)
+    if (m.dir) masked_folders.push_back(m.path);
+  for (std::vector<present_path>* paths : {&present, &read_only})
+    std::erase_if(*paths, [&](const present_path& t) {
+      return std::any_of(masked_folders.begin(), masked_folders.end(), [&](const std::string& f) {
+        return f != t.path && policy::is_at_or_under(t.path, f);
+      });
+    });
   // Links on the way are looked at here, where this user's capabilities cover what it owns:
   // a link in a folder it owns is one it may replace (it may change the folder's mode).
   for (std::vector<present_path>* paths : {&present, &read_only})

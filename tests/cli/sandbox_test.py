@@ -210,6 +210,37 @@ def mount_tmpfs(folder, name, text):
     return True
 
 
+def unprivileged_user(why):
+    """Who a test runs dhara as when what it checks does not hold for root (`why`): 'nobody'
+    when this runs as root, else None (this user). Returns (False, None), having said why,
+    when there is no such user or it cannot run the binaries."""
+    if os.geteuid() != 0:
+        return True, None
+    import pwd
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        need(f"a user 'nobody' to run as ({why})", False)
+        return False, None
+    if any(not os.stat(x).st_mode & 0o001 for x in [DHARA, LAUNCHER] + parents_of(DHARA)):
+        need("a dhara binary that 'nobody' can run", False)
+        return False, None
+    return True, nobody
+
+
+def give_to(user, root):
+    """Makes `user` (from unprivileged_user; None: nothing to do) the owner of all under root."""
+    if user:
+        for d, dirs, files in os.walk(root):
+            for n in [d] + [os.path.join(d, f) for f in dirs + files]:
+                os.lchown(n, user.pw_uid, user.pw_gid)
+
+
+def become(user):
+    """A preexec_fn that runs the child as `user` (None: as this user)."""
+    return (lambda: (os.setgid(user.pw_gid), os.setuid(user.pw_uid))) if user else None
+
+
 def expect(got, want):
     bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not bad, "got, wanted: " + json.dumps(bad)
@@ -384,33 +415,20 @@ def test_a_denied_glob_in_a_folder_that_cannot_be_listed_stops_the_launch():
     # allowed the home read permissions.json. Root lists any folder, so this runs as nobody.
     if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
         return
-    as_user = None
-    if os.geteuid() == 0:
-        import pwd
-        try:
-            nobody = pwd.getpwnam("nobody")
-        except KeyError:
-            need("a user 'nobody' to run as (root lists any folder)", False)
-            return
-        if any(not os.stat(x).st_mode & 0o001 for x in [DHARA, LAUNCHER] + parents_of(DHARA)):
-            need("a dhara binary that 'nobody' can run", False)
-            return
-        as_user = nobody
+    ok, as_user = unprivileged_user("root lists any folder")
+    if not ok:
+        return
     h = Home(approved=["filesystem:read"], allowed=["~"])
     try:
         h.json(os.path.join(h.dh, "permissions.json"), {
             "probe": {"version": "1.0.0", "capabilities": {"filesystem:read": "approved"}},
             "PERMS": {"version": "1.0.0", "capabilities": {}}})  # a name to look for in what cat prints
-        if as_user:
-            for d, dirs, files in os.walk(h.root):
-                for n in [d] + [os.path.join(d, f) for f in dirs + files]:
-                    os.lchown(n, as_user.pw_uid, as_user.pw_gid)
+        give_to(as_user, h.root)
 
         def cat(path):
-            pre = (lambda: (os.setgid(as_user.pw_gid), os.setuid(as_user.pw_uid))) if as_user else None
             p = subprocess.run([DHARA, "sandbox", "exec", "--extension", "probe", "--", "/bin/cat", path], cwd=h.project,
                                env=h.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
-                               preexec_fn=pre)
+                               preexec_fn=become(as_user))
             return p.returncode, p.stdout, p.stderr
 
         perms = os.path.join(h.dh, "permissions.json")
@@ -422,6 +440,83 @@ def test_a_denied_glob_in_a_folder_that_cannot_be_listed_stops_the_launch():
     finally:
         os.chmod(h.dh, 0o700)
         h.close()
+
+
+def test_a_folder_made_unsearchable_inside_does_not_drop_the_masks_of_the_next_start():
+    # Landlock does not govern chmod. A sandboxed command made a folder above its mask (or its
+    # write grant) mode 000; at the next start the launcher's look at the denied file failed
+    # with EACCES, which it took for "absent": no mask, no read-only bind. The new command made
+    # the folder searchable again and read the denied file (and wrote the read-only folder).
+    # Root searches any folder, so this runs as nobody.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    ok, as_user = unprivileged_user("root searches any folder")
+    if not ok:
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    w = f"{root}/w"
+    try:
+        os.chmod(root, 0o755)
+        os.makedirs(f"{w}/a/b")
+        os.makedirs(f"{w}/ro")
+        Home.put(f"{w}/a/b/secret.txt", "REAL\n")
+        Home.put(f"{w}/ro/f", "ORIG\n")
+        give_to(as_user, w)
+        profile = json.dumps({"version": 2, "read": [root], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64"],
+                              "mask": [f"{w}/a/b/secret.txt"], "readOnly": [f"{w}/ro"], "spawn": True})
+
+        def launch(script):
+            return subprocess.run([LAUNCHER, "--profile-json", profile, "--", "/bin/sh", "-c", script],
+                                  capture_output=True, text=True, timeout=30, preexec_fn=become(as_user))
+
+        for folder in (w, f"{w}/a"):
+            p = launch(f"chmod 000 {folder} && echo made-unsearchable")
+            assert p.returncode == 0 and "made-unsearchable" in p.stdout, (folder, p.returncode, p.stdout, p.stderr)
+            p = launch(f"chmod 755 {folder}; cat {w}/a/b/secret.txt; echo changed > {w}/ro/f; true")
+            assert p.returncode == 0, (folder, p.returncode, p.stderr)
+            assert "REAL" not in p.stdout and "secret.txt: Permission denied" in p.stderr, (folder, p.stdout, p.stderr)
+            assert "Read-only file system" in p.stderr, (folder, p.stderr)
+            assert open(f"{w}/ro/f").read() == "ORIG\n"
+            os.chmod(folder, 0o755)
+    finally:
+        for folder in (w, f"{w}/a"):
+            if os.path.isdir(folder):
+                os.chmod(folder, 0o755)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_denied_globs_match_neither_dot_nor_dot_dot_and_a_mask_inside_a_masked_folder_is_hidden_with_it():
+    # glob(3) with GLOB_PERIOD (so that `*` matches `.env`) also gave `.` and `..`: a denied
+    # `W/a/*` masked W/a itself and W, the whole write grant, and `W/*` stopped the launch. And
+    # a mask inside a folder masked before it in the same launch stopped the launch (ENOENT).
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    w = f"{root}/w"
+    try:
+        os.makedirs(f"{w}/a")
+        Home.put(f"{w}/a/.env", "ENV\n")
+        Home.put(f"{w}/a/x.txt", "X\n")
+        Home.put(f"{w}/other.txt", "OTHER\n")
+        Home.put(f"{root}/above.txt", "ABOVE\n")
+        base = {"version": 2, "read": [root], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64"], "spawn": True}
+
+        def launch(**masks):
+            return subprocess.run([LAUNCHER, "--profile-json", json.dumps({**base, **masks}), "--", "/bin/sh", "-c",
+                                   f"for f in {w}/a/.env {w}/a/x.txt {w}/other.txt {root}/above.txt; do "
+                                   f"cat $f || echo denied; done"],
+                                  capture_output=True, text=True, timeout=30)
+
+        for globs in ([f"{w}/a/*"], [f"{w}/a/.*", f"{w}/a/*.txt"]):
+            p = launch(maskGlobs=globs)
+            assert p.returncode == 0 and p.stdout.split() == ["denied", "denied", "OTHER", "ABOVE"], (globs, p.stdout, p.stderr)
+        p = launch(maskGlobs=[f"{w}/*"])
+        assert p.returncode == 0 and p.stdout.split() == ["denied", "denied", "denied", "ABOVE"], (p.stdout, p.stderr)
+        for masks in ({"mask": [f"{w}/a"], "maskGlobs": [f"{w}/a/*.txt"]}, {"mask": [f"{w}/a", f"{w}/a/x.txt"]}):
+            p = launch(**masks)
+            assert p.returncode == 0 and p.stdout.split() == ["denied", "denied", "OTHER", "ABOVE"], (masks, p.stdout, p.stderr)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_folder_above_a_mask_cannot_be_renamed_to_unmask_it_at_the_next_start():
