@@ -334,12 +334,6 @@ void apply_masks(const policy::sandbox_profile& p) {
   write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     die("mask", errno, "cannot make / private in the new mount namespace");
-  // A mask holds its own path, not the folders above it. With write on the grant around it,
-  // an extension could rename a folder between that grant and the mask (`mv config config2`
-  // with `config/secrets` denied), and the next start, which finds its masks by path, would
-  // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
-  // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
-  // filesystem mounted inside the project stays visible), and the masks come after.
   // The paths that could not be looked at: with the capabilities of this namespace over what
   // this user owns, one still out of reach lies behind a folder of another owner, which the
   // extension can neither search nor change: nothing there to hide from it.
@@ -370,6 +364,12 @@ void apply_masks(const policy::sandbox_profile& p) {
   // a link in a folder it owns is one it may replace (it may change the folder's mode).
   for (std::vector<present_path>* paths : {&present, &read_only})
     for (present_path& t : *paths) t.look = look_at(t.path, p);
+  // A mask holds its own path, not the folders above it. With write on the grant around it,
+  // an extension could rename a folder between that grant and the mask (`mv config config2`
+  // with `config/secrets` denied), and the next start, which finds its masks by path, would
+  // hide nothing. Each such folder is bound onto itself first: a mount point cannot be renamed
+  // or removed (EBUSY). Outer folders first; each bind takes the mounts below it along (a
+  // filesystem mounted inside the project stays visible), and the masks come after.
   std::vector<std::string> pins;
   auto pin_above = [&](const present_path& inner) {
     if (!inner.look.writable) return;
