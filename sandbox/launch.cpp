@@ -2,9 +2,10 @@
 //
 //   dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] [--setsid] -- /abs/cmd args…
 //
-// One job, in the order of SANDBOX.md: fd hygiene; user+mount namespace masks for denied
-// paths inside granted ones; no_new_privs and every capability dropped; Landlock (files,
-// TCP, scoping) at the ABI the kernel has; seccomp last; execve. Any failure prints
+// One job, in the order of SANDBOX.md: fd hygiene; a user+mount namespace with every mount
+// read-only but the write grants, and masks for denied paths inside granted ones;
+// no_new_privs and every capability dropped; Landlock (files, TCP, scoping) at the ABI the
+// kernel has; seccomp last; execve. Any failure prints
 // `dhara-launch: <phase>: <strerror> (<what to do>)`, writes `<phase> <errno>` to the status
 // fd, and exits 126 (127: the command does not exist). The command never runs unsandboxed.
 // Single-threaded; it is its own process, so ordinary allocation is fine until execve.
@@ -26,12 +27,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "policy/path_rules.hpp"
@@ -118,13 +121,6 @@ std::string read_all(int fd, const char* what) {
     if (out.size() > (1u << 22)) die("profile", EFBIG, "the profile is larger than 4 MiB");
   }
   return out;
-}
-
-void write_file(const char* path, const std::string& text) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    die("namespace", errno, std::string("cannot write ") + path);
-  ::close(fd);
 }
 
 // The folder glob() could not list, and why: a denied pattern's matches are then unknown.
@@ -271,11 +267,75 @@ void mask_onto(int source, int fd, bool dir, const std::string& path) {
   ::close(tree);
 }
 
-// Step 2: hide denied paths that lie inside granted ones, and make read-only paths inside
-// write grants read-only. Landlock cannot deny below an allowed folder, so a read-only
-// mode-000 tmpfs covers a denied folder, a read-only bind of an empty mode-000 file covers a
-// denied file, and a read-only bind of a folder onto itself keeps it readable but not
-// writable (EROFS). The capabilities this gives (inside the new user namespace only) are
+// Why the user and mount namespace could not be made (err 0: it was).
+struct namespace_failure {
+  int err = 0;
+  std::string what;
+};
+
+// A user namespace mapping this user to itself, with a private copy of the mounts, in which
+// this process may mount. Failing at any step (user namespaces off, or a kernel or security
+// module that gives no capabilities in them) leaves what it made: the same user either way.
+namespace_failure enter_namespaces() {
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return {errno, "unshare"};
+  const std::pair<const char*, std::string> maps[] = {
+      {"/proc/self/setgroups", "deny"},
+      {"/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1"},
+      {"/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1"}};
+  for (const auto& [path, text] : maps) {
+    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    const bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!ok) return {err, std::string("writing ") + path};
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return {errno, "making / private"};
+  return {};
+}
+
+// Every mount read-only but the write grants. Landlock governs neither chmod, chown,
+// utimensat nor setxattr, and lets any path be looked up, so without this a command with no
+// filesystem capability at all changed the mode and times of ~/.ssh/id_rsa; on a read-only
+// mount they are EROFS. Each outermost write grant is cloned first, with what is mounted below
+// it and its flags as they are, and the clone is put back onto it once / is read-only. The
+// masks, pins and read-only binds that follow are made on these clones.
+void make_root_read_only(const policy::sandbox_profile& p) {
+  struct kept {
+    int at, tree;
+  };
+  std::vector<kept> grants;
+  for (const std::string& g : p.write) {
+    const bool inside_another = std::any_of(p.write.begin(), p.write.end(), [&](const std::string& o) {
+      return o.size() < g.size() ? policy::is_at_or_under(g, o) : o == g && &o < &g;
+    });
+    if (inside_another) continue;
+    const int at = open_grant(g);
+    if (at < 0) continue;  // grants nothing: open_rules skips it too
+    const int tree = ::open_tree(at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0) die("mask", errno, "cannot keep " + g + " writable while the rest is made read-only");
+    grants.push_back({at, tree});
+  }
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) != 0)
+    die("mask", errno, "cannot make the mounts read-only outside the paths the extension may write");
+  for (const kept& k : grants) {
+    if (::move_mount(k.tree, "", k.at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+      die("mask", errno, "cannot put a write grant back, writable, after making the rest read-only");
+    ::close(k.tree);
+    ::close(k.at);
+  }
+}
+
+// Step 2: make every mount read-only but the write grants (make_root_read_only), hide denied
+// paths that lie inside granted ones, and make read-only paths inside write grants
+// read-only. Returns false when no user namespace could be made and nothing but the
+// read-only mounts needed one (the caller refuses the calls they stop instead). Landlock
+// cannot deny below an allowed folder, so a read-only mode-000 tmpfs covers a denied
+// folder, a read-only bind of an empty mode-000 file covers a denied file, and a read-only
+// bind of a folder onto itself keeps it readable but not writable (EROFS). The capabilities this gives (inside the new user namespace only) are
 // dropped in step 3, after which mode 000 and read-only hold even for root. Every mount is
 // made from a descriptor onto a descriptor (open_tree, move_mount): the masks' source is a
 // tmpfs attached to no path, and each target is opened once it is looked at (open_target).
@@ -283,7 +343,7 @@ void mask_onto(int source, int fd, bool dir, const std::string& path) {
 // extension that may write there could swap for a link to ~/.ssh/id_rsa while another
 // started; and a folder swapped for a link between the look for links and the mount would
 // have moved the mount onto the link's target.)
-void apply_masks(const policy::sandbox_profile& p) {
+bool apply_mounts(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
     glob_t g{};
@@ -323,17 +383,21 @@ void apply_masks(const policy::sandbox_profile& p) {
   };
   for (const std::string& m : masks) look_now(m, present);
   for (const std::string& r : p.read_only) look_now(r, read_only);
-  if (present.empty() && read_only.empty()) return;
-  const uid_t uid = ::geteuid();
-  const gid_t gid = ::getegid();
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
-    die("namespace", errno, "user namespaces are needed to hide denied paths inside allowed ones; "
-                            "enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
-  write_file("/proc/self/setgroups", "deny");
-  write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
-  write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    die("mask", errno, "cannot make / private in the new mount namespace");
+  const bool writes_everywhere = std::find(p.write.begin(), p.write.end(), "/") != p.write.end();
+  const bool masks_needed = !present.empty() || !read_only.empty();
+  if (!masks_needed && writes_everywhere) return true;
+  // The working folder is a place in one mount: what is mounted onto it or above it later is
+  // not seen through it (a relative path from a pinned folder reached the file under its
+  // mask). It is entered again by name once the mounts are made, at the end.
+  char here[PATH_MAX];
+  const int here_error = ::getcwd(here, sizeof here) != nullptr ? 0 : errno;
+  if (const namespace_failure f = enter_namespaces(); f.err != 0) {
+    if (masks_needed)
+      die("namespace", f.err,
+          "user namespaces are needed to hide denied paths inside allowed ones (" + f.what +
+              " failed); enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
+    return false;
+  }
   // The paths that could not be looked at: with the capabilities of this namespace over what
   // this user owns, one still out of reach lies behind a folder of another owner, which the
   // extension can neither search nor change: nothing there to hide from it.
@@ -364,6 +428,7 @@ void apply_masks(const policy::sandbox_profile& p) {
   // a link in a folder it owns is one it may replace (it may change the folder's mode).
   for (std::vector<present_path>* paths : {&present, &read_only})
     for (present_path& t : *paths) t.look = look_at(t.path, p);
+  if (!writes_everywhere) make_root_read_only(p);
   // A mask holds its own path, not the folders above it. With write on the grant around it,
   // an extension could rename a folder between that grant and the mask (`mv config config2`
   // with `config/secrets` denied), and the next start, which finds its masks by path, would
@@ -409,6 +474,15 @@ void apply_masks(const policy::sandbox_profile& p) {
   }
   for (int source : sources)
     if (source >= 0) ::close(source);
+  if (here_error != 0)
+    die("mask", here_error,
+        "cannot tell which folder the command starts in, to enter it again through the sandbox's mounts; start it "
+        "from a folder that exists");
+  if (::chdir(here) != 0)
+    die("mask", errno,
+        std::string("cannot enter the working folder ") + here +
+            " again through the sandbox's mounts; start the command from a folder outside the denied paths");
+  return true;
 }
 
 // O_PATH fds for every granted path, opened before capabilities go (a root launcher may
@@ -484,16 +558,36 @@ void apply_landlock(const policy::sandbox_profile& p, const std::vector<rule>& r
   ::close(ruleset);
 }
 
+// Adds a seccomp rule for the syscall `name`, unless this architecture has no such call.
+void add_rule(scmp_filter_ctx ctx, std::uint32_t action, const char* name, std::vector<scmp_arg_cmp> args) {
+  const int nr = ::seccomp_syscall_resolve_name(name);
+  if (nr == __NR_SCMP_ERROR) return;  // not a syscall on this architecture
+  const int rc = ::seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()), args.data());
+  if (rc != 0) die("seccomp", -rc, std::string("cannot add the seccomp rule for ") + name);
+}
+
+// Without the read-only mounts of make_root_read_only (no user namespace could be made, and
+// nothing else needed one), every call that changes a file's mode, owner, times or extended
+// attributes is refused (EPERM), in the extension's own folders too: the fail-closed side.
+// The calls newer than this libseccomp are named by number, the same on every architecture
+// since Linux 5.1 (fchmodat2 452, setxattrat 463, removexattrat 466).
+void refuse_attribute_changes(scmp_filter_ctx ctx) {
+  for (const char* name : {"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+                           "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
+                           "lremovexattr", "fremovexattr"})
+    add_rule(ctx, SCMP_ACT_ERRNO(EPERM), name, {});
+  for (int nr : {452, 463, 466})
+    if (const int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0); rc != 0 && rc != -EEXIST)
+      die("seccomp", -rc, "cannot add the seccomp rule for system call " + std::to_string(nr));
+}
+
 // Step 5, built here and loaded last: the syscalls Landlock does not cover.
 scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
   scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ALLOW);  // other architectures are killed
   if (!ctx) die("seccomp", ENOMEM, "cannot initialise libseccomp");
   const auto eperm = SCMP_ACT_ERRNO(EPERM);
   auto add = [&](std::uint32_t action, const char* name, std::vector<scmp_arg_cmp> args) {
-    int nr = ::seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) return;  // not a syscall on this architecture
-    int rc = ::seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()), args.data());
-    if (rc != 0) die("seccomp", -rc, std::string("cannot add the seccomp rule for ") + name);
+    add_rule(ctx, action, name, std::move(args));
   };
   // Always refused: debugging and memory of others, kernel attack surface, namespaces, mounts.
   for (const char* name :
@@ -600,7 +694,7 @@ int main(int argc, char** argv) {
     die("fds", errno, "close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 or later");
   schedule_as_batch();
   scmp_filter_ctx filter = build_seccomp(*profile);
-  apply_masks(*profile);
+  if (!apply_mounts(*profile)) refuse_attribute_changes(filter);
   std::vector<rule> rules = open_rules(*profile);
   drop_privileges();
   apply_landlock(*profile, rules);

@@ -10,6 +10,7 @@ Usage: sandbox_test.py DHARA_BINARY SOURCE_ROOT
 Prints `N passed, M failed` last; exits 1 on any failure.
 """
 import ctypes
+import errno
 import json
 import os
 import shutil
@@ -51,6 +52,12 @@ def has_userns():
 
 
 ABI, SECCOMP, USERNS = landlock_abi(), has_seccomp(), has_userns()
+# A write outside the write grants: every other mount is read-only in the extension's mount
+# namespace, and the kernel checks that before Landlock; without user namespaces, Landlock's.
+WRITE_REFUSED = "EROFS" if USERNS else "EACCES"
+# chmod, chown, utimensat and setxattr, which Landlock does not govern: EROFS outside the write
+# grants for the same reason; without user namespaces seccomp refuses them everywhere (EPERM).
+CHANGE_REFUSED = "EROFS" if USERNS else "EPERM"
 SKIPPED = []
 
 
@@ -77,6 +84,7 @@ def ctype_call(f):
 out = {}
 for op in sys.argv[1:]:
     kind, _, arg = op.partition(":")
+    arg = arg.replace("$TMPDIR", os.environ.get("TMPDIR", "$TMPDIR"))
     if kind == "read": out[op] = res(lambda: open(arg, "rb").read())
     elif kind == "write": out[op] = res(lambda: open(arg, "w").write("x"))
     elif kind == "list": out[op] = res(lambda: os.listdir(arg))
@@ -99,6 +107,13 @@ for op in sys.argv[1:]:
     elif kind == "ptrace": out[op] = res(lambda: ctype_call(lambda: libc.ptrace(16, os.getppid(), 0, 0)))
     elif kind == "kill": out[op] = res(lambda: os.kill(os.getppid(), 0))
     elif kind == "fd": out[op] = res(lambda: os.fstat(int(arg)))
+    elif kind == "chmod": out[op] = res(lambda: os.chmod(arg, 0o666))
+    elif kind == "utime": out[op] = res(lambda: os.utime(arg, (0, 0)))
+    elif kind == "chown": out[op] = res(lambda: os.chown(arg, -1, os.getgid()))
+    elif kind == "xattr": out[op] = res(lambda: os.setxattr(arg, "user.dhara", b"1"))
+    elif kind == "copy":  # shutil.copy: the data, then the mode (chmod)
+        import shutil
+        out[op] = res(lambda: shutil.copy(*arg.split(",")))
     elif kind == "symlink": out[op] = res(lambda: os.symlink(arg, os.path.join(os.environ["TMPDIR"], "l")))
     elif kind == "execv":  # last op: replaces the probe when it works
         print(json.dumps(out), flush=True)
@@ -241,6 +256,16 @@ def become(user):
     return (lambda: (os.setgid(user.pw_gid), os.setuid(user.pw_uid))) if user else None
 
 
+def xattrs_of(path):
+    """The names of `path`'s extended attributes (none where the filesystem keeps none)."""
+    try:
+        return os.listxattr(path)
+    except OSError as e:
+        if e.errno != errno.EOPNOTSUPP:
+            raise
+        return []
+
+
 def expect(got, want):
     bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not bad, "got, wanted: " + json.dumps(bad)
@@ -263,9 +288,9 @@ def test_files_without_filesystem_capabilities():
         p = h.project
         r = h.probe(f"read:{p}/file.txt", f"write:{p}/new.txt", f"list:{p}", f"read:{h.home}/.ssh/id_rsa",
                     "read:/etc/shadow", "read:/etc/hostname", f"read:{h.ext}/probe.py", "write:/tmp/escape")
-        expect(r, {f"read:{p}/file.txt": "EACCES", f"write:{p}/new.txt": "EACCES", f"list:{p}": "EACCES",
+        expect(r, {f"read:{p}/file.txt": "EACCES", f"write:{p}/new.txt": WRITE_REFUSED, f"list:{p}": "EACCES",
                    f"read:{h.home}/.ssh/id_rsa": "EACCES", "read:/etc/shadow": "EACCES",
-                   "read:/etc/hostname": "EACCES", f"read:{h.ext}/probe.py": "OK", "write:/tmp/escape": "EACCES"})
+                   "read:/etc/hostname": "EACCES", f"read:{h.ext}/probe.py": "OK", "write:/tmp/escape": WRITE_REFUSED})
         assert not os.path.exists(f"{p}/new.txt")
     finally:
         h.close()
@@ -279,7 +304,7 @@ def test_filesystem_read_grants_the_project_only():
         p = h.project
         r = h.probe(f"read:{p}/file.txt", f"list:{p}", f"write:{p}/new.txt", f"read:{p}/link",
                     f"read:{h.home}/.ssh/id_rsa", "read:/etc/shadow", f"read:{h.home}/outside.txt")
-        expect(r, {f"read:{p}/file.txt": "OK", f"list:{p}": "OK", f"write:{p}/new.txt": "EACCES",
+        expect(r, {f"read:{p}/file.txt": "OK", f"list:{p}": "OK", f"write:{p}/new.txt": WRITE_REFUSED,
                    f"read:{p}/link": "EACCES",  # Landlock checks where the symlink leads
                    f"read:{h.home}/.ssh/id_rsa": "EACCES", "read:/etc/shadow": "EACCES",
                    f"read:{h.home}/outside.txt": "EACCES"})
@@ -635,6 +660,124 @@ def test_a_folder_swapped_for_a_link_while_the_launcher_masks_does_not_move_the_
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_modes_times_owners_and_attributes_change_only_where_the_extension_may_write():
+    # Landlock governs neither chmod, chown, utimensat nor setxattr, and any path can be looked
+    # up: a command with no filesystem capability changed the mode and times of ~/.ssh/id_rsa
+    # (on a shared machine, `chmod 666` hands it to the other users). Every mount but the
+    # write grants is now read-only in the extension's namespace.
+    if not need("Landlock", ABI >= 1) or not need("seccomp", SECCOMP):
+        return
+    h = Home(approved=())
+    try:
+        key, p = f"{h.home}/.ssh/id_rsa", h.project
+        os.chmod(key, 0o600)
+        before = {f: os.stat(f) for f in (key, f"{p}/file.txt")}
+        ops = [f"{kind}:{f}" for f in before for kind in ("chmod", "utime", "chown", "xattr")]
+        r = h.probe(*ops, "write:$TMPDIR/mine", "chmod:$TMPDIR/mine", "utime:$TMPDIR/mine")
+        expect(r, {**{op: CHANGE_REFUSED for op in ops}, "write:$TMPDIR/mine": "OK",
+                   "chmod:$TMPDIR/mine": "OK" if USERNS else "EPERM", "utime:$TMPDIR/mine": "OK" if USERNS else "EPERM"})
+        for f, st in before.items():
+            now = os.stat(f)
+            assert (now.st_mode, now.st_mtime_ns, now.st_gid) == (st.st_mode, st.st_mtime_ns, st.st_gid), f
+            assert "user.dhara" not in xattrs_of(f), f
+
+        # With filesystem:write on the project: there, and only there (and the temp dir).
+        h.approve("filesystem:read", "filesystem:write")
+        r = h.probe(f"chmod:{p}/file.txt", f"utime:{p}/file.txt", f"copy:{p}/file.txt,{p}/copy.txt",
+                    f"chmod:{key}", f"utime:{key}", f"chmod:{p}/denied/secret.txt")
+        if not USERNS:  # no namespace: masks cannot be made, the extension does not start (above)
+            return
+        expect(r, {f"chmod:{p}/file.txt": "OK", f"utime:{p}/file.txt": "OK", f"copy:{p}/file.txt,{p}/copy.txt": "OK",
+                   f"chmod:{key}": "EROFS", f"utime:{key}": "EROFS", f"chmod:{p}/denied/secret.txt": "EACCES"})
+        assert os.stat(f"{p}/file.txt").st_mode & 0o777 == 0o666 and os.stat(f"{p}/file.txt").st_mtime == 0
+        assert os.stat(f"{p}/copy.txt").st_mode & 0o777 == 0o666 and open(f"{p}/copy.txt").read() == "project file\n"
+        assert os.stat(key).st_mode & 0o777 == 0o600 and os.stat(f"{p}/denied/secret.txt").st_mode & 0o777 != 0o666
+    finally:
+        h.close()
+
+
+def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
+    # A launcher that cannot make a user namespace (here: one started inside another launcher,
+    # whose seccomp filter refuses unshare) has no read-only mounts to stop chmod and utimensat
+    # outside the write grants, so seccomp refuses them everywhere, the extension's own write
+    # grant included (the fail-closed side); a profile with a mask does not start at all.
+    if not need("Landlock", ABI >= 1) or not need("seccomp", SECCOMP) or not need("user namespaces", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    try:
+        w = f"{root}/w"
+        os.makedirs(f"{w}/denied")
+        Home.put(f"{w}/mine.txt", "mine\n")
+        Home.put(f"{root}/outside.txt", "outside\n")
+        base = {"version": 2, "read": ["/usr", "/etc", root], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64", LAUNCHER],
+                "spawn": True}
+        inner = (f"chmod 600 {w}/mine.txt; echo chmod-mine=$?; touch {w}/mine.txt; echo touch-mine=$?; "
+                 f"chmod 600 {root}/outside.txt; echo chmod-outside=$?; echo x > {w}/new.txt; echo write-mine=$?")
+
+        def nested(profile, script):
+            return subprocess.run([LAUNCHER, "--profile-json", json.dumps(base), "--", LAUNCHER, "--profile-json",
+                                   json.dumps(profile), "--", "/bin/sh", "-c", script],
+                                  capture_output=True, text=True, timeout=30)
+
+        q = nested(base, inner)
+        assert q.returncode == 0, (q.returncode, q.stderr)
+        assert q.stdout.split() == ["chmod-mine=1", "touch-mine=1", "chmod-outside=1", "write-mine=0"], (q.stdout, q.stderr)
+        assert q.stderr.count("Operation not permitted") == 3 and "Read-only" not in q.stderr, q.stderr
+        assert os.stat(f"{w}/mine.txt").st_mode & 0o777 != 0o600 and os.stat(f"{root}/outside.txt").st_mode & 0o777 != 0o600
+
+        # The same command with the outer launcher alone: its own write grant changes.
+        q = subprocess.run([LAUNCHER, "--profile-json", json.dumps(base), "--", "/bin/sh", "-c", inner],
+                           capture_output=True, text=True, timeout=30)
+        assert q.stdout.split() == ["chmod-mine=0", "touch-mine=0", "chmod-outside=1", "write-mine=0"], (q.stdout, q.stderr)
+        assert "Read-only file system" in q.stderr and os.stat(f"{w}/mine.txt").st_mode & 0o777 == 0o600, q.stderr
+
+        q = nested({**base, "mask": [f"{w}/denied"]}, "echo RAN")
+        assert q.returncode == 126 and "RAN" not in q.stdout, (q.returncode, q.stdout, q.stderr)
+        assert "dhara-launch: namespace: Operation not permitted (user namespaces are needed to hide denied paths" in q.stderr, q.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_working_folder_below_a_mask_or_a_read_only_path_sees_them():
+    # A process's working folder is a place in one mount. The launcher's mounts come above it
+    # (a pin over a folder between the grant and a mask, the write grant put back onto itself),
+    # so a relative path from there went below them: `cat secret` from inside the pinned folder
+    # read the masked file, and `echo x > f` inside a read-only folder wrote there. The
+    # launcher enters the working folder again, by name, once the mounts are made.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (masks)", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    try:
+        w = f"{root}/w"
+        os.makedirs(f"{w}/config")
+        os.makedirs(f"{w}/ro")
+        Home.put(f"{w}/config/secret", "REAL\n")
+        Home.put(f"{w}/.env", "REAL\n")
+        profile = {"version": 2, "read": ["/usr", "/etc"], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64"],
+                   "mask": [f"{w}/config/secret", f"{w}/.env"], "readOnly": [f"{w}/ro"], "spawn": True}
+        for cwd, script in [(f"{w}/config", "cat secret; cat ../.env; echo x > ../ro/planted; echo x > mine; cat mine"),
+                            (f"{w}/ro", "echo x > planted; cat ../config/secret ../.env; echo x > ../mine; cat ../mine"),
+                            (w, "cat .env config/secret; echo x > ro/planted; echo x > mine; cat mine")]:
+            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c", script],
+                               cwd=cwd, capture_output=True, text=True, timeout=30)
+            assert "REAL" not in p.stdout and p.stdout == "x\n", (cwd, p.stdout, p.stderr)
+            assert not os.path.exists(f"{w}/ro/planted"), (cwd, p.stderr)
+            assert p.stderr.count("Permission denied") == 2 and "Read-only file system" in p.stderr, (cwd, p.stderr)
+
+        # A masked folder as the working folder is its mask; one inside it is gone: the launch stops.
+        os.makedirs(f"{w}/config/sub")
+        folder_masked = {**profile, "mask": [f"{w}/config"]}
+        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(folder_masked), "--", "/bin/sh", "-c",
+                            "echo RAN; cat secret; ls"], cwd=f"{w}/config", capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and p.stdout == "RAN\n" and p.stderr.count("Permission denied") == 2, (p.stdout, p.stderr)
+        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(folder_masked), "--", "/bin/sh", "-c",
+                            "echo RAN; cat ../secret"], cwd=f"{w}/config/sub", capture_output=True, text=True, timeout=30)
+        assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+        assert f"cannot enter the working folder {w}/config/sub again through the sandbox's mounts" in p.stderr, p.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_dharas_state_files_are_masked_when_the_home_is_reached_through_a_link():
     # HOME=/home/u where /home/u is a link (/data/u): the built-in denials of the state files
     # are globs (`$DHARA_HOME/config.json*`), and only their form through the link was kept,
@@ -918,7 +1061,7 @@ def test_node_probe():
         return
     srv = listener()
     for approved, want in [
-        (["filesystem:read"], {"read_project": "OK", "read_shadow": "EACCES", "write_project": "EACCES",
+        (["filesystem:read"], {"read_project": "OK", "read_shadow": "EACCES", "write_project": WRITE_REFUSED,
                                "spawn": "EPERM", "tcp": "EPERM"}),
         (["filesystem:write", "process:spawn", "network:fetch"],
          {"read_project": "OK", "read_shadow": "EACCES", "write_project": "OK", "spawn": "OK", "tcp": "OK"}),
