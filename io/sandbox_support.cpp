@@ -396,7 +396,8 @@ std::vector<sandbox_loss> losses_of(const sandbox_support& s) {
     out.push_back({"no user namespaces",
                    "a denied path inside an allowed folder (a .env in the project) cannot be masked, so only the "
                    "broker keeps an extension from opening it itself; and changing a file's mode, owner, times "
-                   "or extended attributes is refused everywhere, in the extension's own folders too"});
+                   "or extended attributes is refused everywhere, in the extension's own folders too, and so is "
+                   "System V IPC"});
   }
   if (s.landlock_abi > 0) {
     struct feature_loss {

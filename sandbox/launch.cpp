@@ -274,12 +274,14 @@ struct namespace_failure {
 };
 
 // A user namespace mapping this user to itself, with a private copy of the mounts, in which
-// this process may mount. Failing at any step (user namespaces off, or a kernel or security
-// module that gives no capabilities in them) leaves what it made: the same user either way.
+// this process may mount, and a System V IPC namespace of its own (a shared memory segment
+// of this user's, mode 0600, was writable from inside: its own namespace has none).
+// Failing at any step (user namespaces off, or a kernel or security module that gives no
+// capabilities in them) leaves what it made: the same user either way.
 namespace_failure enter_namespaces() {
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return {errno, "unshare"};
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC) != 0) return {errno, "unshare"};
   const std::pair<const char*, std::string> maps[] = {
       {"/proc/self/setgroups", "deny"},
       {"/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1"},
@@ -313,6 +315,14 @@ void make_root_read_only(const policy::sandbox_profile& p) {
     if (inside_another) continue;
     const int at = open_grant(g);
     if (at < 0) continue;  // grants nothing: open_rules skips it too
+    // A device or a pipe is written through a read-only mount as well; kept writable, its
+    // mode could be changed (`chmod 000 /dev/null` as root, for every process of the machine).
+    struct stat st{};
+    if (::fstat(at, &st) != 0) die("mask", errno, "cannot look at " + g + ", a path the extension may write");
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      ::close(at);
+      continue;
+    }
     const int tree = ::open_tree(at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0) die("mask", errno, "cannot keep " + g + " writable while the rest is made read-only");
     grants.push_back({at, tree});
@@ -394,8 +404,9 @@ bool apply_mounts(const policy::sandbox_profile& p) {
   if (const namespace_failure f = enter_namespaces(); f.err != 0) {
     if (masks_needed)
       die("namespace", f.err,
-          "user namespaces are needed to hide denied paths inside allowed ones (" + f.what +
-              " failed); enable them (sysctl kernel.unprivileged_userns_clone=1) or move the denied path");
+          "a user namespace is needed to hide the denied paths and keep the read-only ones inside allowed ones, and " +
+              f.what + " failed: user namespaces are off, or this process may not make one (inside another sandbox); "
+              "enable them (sysctl kernel.unprivileged_userns_clone=1) or run dhara outside that sandbox");
     return false;
   }
   // The paths that could not be looked at: with the capabilities of this namespace over what
@@ -474,15 +485,45 @@ bool apply_mounts(const policy::sandbox_profile& p) {
   }
   for (int source : sources)
     if (source >= 0) ::close(source);
+  if (here_error == ERANGE || here_error == ENAMETOOLONG)
+    die("cwd", here_error,
+        "the path of the folder the command starts in is longer than " + std::to_string(PATH_MAX) +
+            " bytes, so it cannot be entered again through the sandbox's mounts; start it from a shorter path");
   if (here_error != 0)
-    die("mask", here_error,
+    die("cwd", here_error,
         "cannot tell which folder the command starts in, to enter it again through the sandbox's mounts; start it "
         "from a folder that exists");
   if (::chdir(here) != 0)
-    die("mask", errno,
+    die("cwd", errno,
         std::string("cannot enter the working folder ") + here +
             " again through the sandbox's mounts; start the command from a folder outside the denied paths");
   return true;
+}
+
+// A terminal passed as fd 0, 1 or 2 (`dhara sandbox exec` in a shell) is a file on the
+// caller's mounts, which stay writable: `chmod 666 /proc/self/fd/0` would hand the terminal,
+// and what is typed in it, to the other users of the machine. Each is opened again by its
+// name here, on this namespace's read-only /dev/pts, and put in its place, with the same
+// access mode; the same terminal (one checked by its device number), not a new one. One this
+// process cannot open, holding the namespace's capabilities over what this user owns, is
+// another user's (`sudo -u` in one's own terminal): only its owner may change its mode.
+void reopen_terminals() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    char name[PATH_MAX];
+    struct stat was{}, now{};
+    if (!::isatty(fd) || ::fstat(fd, &was) != 0) continue;
+    if (::ttyname_r(fd, name, sizeof name) != 0)
+      die("fds", errno, "cannot find the name of the terminal at fd " + std::to_string(fd) + " to open it again inside "
+                        "the sandbox; run the command with its input and output redirected");
+    const int flags = ::fcntl(fd, F_GETFL);
+    const int again = ::open(name, (flags & (O_ACCMODE | O_APPEND | O_NONBLOCK)) | O_NOCTTY | O_CLOEXEC);
+    if (again < 0 && (errno == EACCES || errno == EPERM)) continue;
+    if (again < 0 || ::fstat(again, &now) != 0 || now.st_rdev != was.st_rdev || !S_ISCHR(now.st_mode))
+      die("fds", again < 0 ? errno : EXDEV, "cannot open the terminal " + std::string(name) + " again inside the "
+                                            "sandbox; run the command with its input and output redirected");
+    if (::dup3(again, fd, 0) < 0) die("fds", errno, "cannot put the terminal back as fd " + std::to_string(fd));
+    ::close(again);
+  }
 }
 
 // O_PATH fds for every granted path, opened before capabilities go (a root launcher may
@@ -566,19 +607,31 @@ void add_rule(scmp_filter_ctx ctx, std::uint32_t action, const char* name, std::
   if (rc != 0) die("seccomp", -rc, std::string("cannot add the seccomp rule for ") + name);
 }
 
+// Adds an EPERM rule for a system call this libseccomp may not know by name (one numbered
+// 424 or above: the same number on every architecture since Linux 5.1).
+void add_rule_by_number(scmp_filter_ctx ctx, int nr) {
+  if (const int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0); rc != 0 && rc != -EEXIST)
+    die("seccomp", -rc, "cannot add the seccomp rule for system call " + std::to_string(nr));
+}
+
 // Without the read-only mounts of make_root_read_only (no user namespace could be made, and
 // nothing else needed one), every call that changes a file's mode, owner, times or extended
 // attributes is refused (EPERM), in the extension's own folders too: the fail-closed side.
-// The calls newer than this libseccomp are named by number, the same on every architecture
-// since Linux 5.1 (fchmodat2 452, setxattrat 463, removexattrat 466).
+// The calls newer than this libseccomp are named by number (fchmodat2 452, setxattrat 463,
+// removexattrat 466).
 void refuse_attribute_changes(scmp_filter_ctx ctx) {
   for (const char* name : {"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
                            "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
                            "lremovexattr", "fremovexattr"})
     add_rule(ctx, SCMP_ACT_ERRNO(EPERM), name, {});
-  for (int nr : {452, 463, 466})
-    if (const int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0); rc != 0 && rc != -EEXIST)
-      die("seccomp", -rc, "cannot add the seccomp rule for system call " + std::to_string(nr));
+  for (int nr : {452, 463, 466}) add_rule_by_number(ctx, nr);
+  // chattr's ioctls: FS_IOC_SETFLAGS and FS_IOC_SETVERSION (long and 32-bit forms), FS_IOC_FSSETXATTR.
+  for (std::uint64_t request : {0x40086602u, 0x40046602u, 0x40087602u, 0x40047602u, 0x401c5820u})
+    add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request)});
+  // No IPC namespace either: the user's System V segments, queues and semaphores stay out of reach.
+  for (const char* name : {"shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+                           "semtimedop", "semctl"})
+    add_rule(ctx, SCMP_ACT_ERRNO(EPERM), name, {});
 }
 
 // Step 5, built here and loaded last: the syscalls Landlock does not cover.
@@ -598,6 +651,7 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
         "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
         "uselib", "iopl", "ioperm"})
     add(eperm, name, {});
+  add_rule_by_number(ctx, 467);  // open_tree_attr (Linux 6.15), of the mount family too
   add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)});
   add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)});
   for (std::uint64_t f : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
@@ -694,7 +748,8 @@ int main(int argc, char** argv) {
     die("fds", errno, "close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 or later");
   schedule_as_batch();
   scmp_filter_ctx filter = build_seccomp(*profile);
-  if (!apply_mounts(*profile)) refuse_attribute_changes(filter);
+  if (apply_mounts(*profile)) reopen_terminals();
+  else refuse_attribute_changes(filter);
   std::vector<rule> rules = open_rules(*profile);
   drop_privileges();
   apply_landlock(*profile, rules);

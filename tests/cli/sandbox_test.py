@@ -709,8 +709,9 @@ def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
         os.makedirs(f"{w}/denied")
         Home.put(f"{w}/mine.txt", "mine\n")
         Home.put(f"{root}/outside.txt", "outside\n")
-        base = {"version": 2, "read": ["/usr", "/etc", root], "write": [w], "execute": ["/usr", "/bin", "/lib", "/lib64", LAUNCHER],
-                "spawn": True}
+        # /proc: a sanitizer build's launcher, started inside, reads /proc/self/maps to find its stack.
+        base = {"version": 2, "read": ["/usr", "/etc", "/proc", root], "write": [w],
+                "execute": ["/usr", "/bin", "/lib", "/lib64", LAUNCHER], "spawn": True}
         inner = (f"chmod 600 {w}/mine.txt; echo chmod-mine=$?; touch {w}/mine.txt; echo touch-mine=$?; "
                  f"chmod 600 {root}/outside.txt; echo chmod-outside=$?; echo x > {w}/new.txt; echo write-mine=$?")
 
@@ -718,6 +719,15 @@ def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
             return subprocess.run([LAUNCHER, "--profile-json", json.dumps(base), "--", LAUNCHER, "--profile-json",
                                    json.dumps(profile), "--", "/bin/sh", "-c", script],
                                   capture_output=True, text=True, timeout=30)
+
+        key, shm, segment = system_v_segment()
+        try:
+            Home.put(f"{root}/ipc.py", IPC_PROBE)
+            q = nested(base, f"/usr/bin/python3 {root}/ipc.py {key}")
+            assert q.returncode == 0 and q.stdout == "EPERM\n", (q.stdout, q.stderr)  # no IPC namespace: refused
+            assert segment() == bytes(9)
+        finally:
+            libc.shmctl(shm, 0, None)  # IPC_RMID
 
         q = nested(base, inner)
         assert q.returncode == 0, (q.returncode, q.stderr)
@@ -733,7 +743,7 @@ def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
 
         q = nested({**base, "mask": [f"{w}/denied"]}, "echo RAN")
         assert q.returncode == 126 and "RAN" not in q.stdout, (q.returncode, q.stdout, q.stderr)
-        assert "dhara-launch: namespace: Operation not permitted (user namespaces are needed to hide denied paths" in q.stderr, q.stderr
+        assert "dhara-launch: namespace: Operation not permitted (a user namespace is needed to hide the denied paths" in q.stderr, q.stderr
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -773,8 +783,118 @@ def test_a_working_folder_below_a_mask_or_a_read_only_path_sees_them():
         p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(folder_masked), "--", "/bin/sh", "-c",
                             "echo RAN; cat ../secret"], cwd=f"{w}/config/sub", capture_output=True, text=True, timeout=30)
         assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout, p.stderr)
-        assert f"cannot enter the working folder {w}/config/sub again through the sandbox's mounts" in p.stderr, p.stderr
+        assert f"dhara-launch: cwd: No such file or directory (cannot enter the working folder {w}/config/sub again" in p.stderr, p.stderr
     finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+IPC_PROBE = r"""
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+key = int(sys.argv[1])
+shm = libc.shmget(key, 0, 0)
+if shm < 0:
+    print(errno.errorcode[ctypes.get_errno()])
+else:
+    at = libc.shmat(shm, None, 0)
+    print("OK" if at not in (None, ctypes.c_void_p(-1).value) and ctypes.memmove(at, b"SANDBOXED", 9) else "shmat failed")
+"""
+
+
+def system_v_segment():
+    """A System V shared memory segment of this user's, mode 0600: (key, id, a reader of its first 9 bytes)."""
+    libc.shmat.restype = ctypes.c_void_p
+    key = 0x0D4A0000 + os.getpid() % 0xFFFF
+    shm = libc.shmget(key, 4096, 0o1000 | 0o600)  # IPC_CREAT
+    assert shm >= 0, os.strerror(ctypes.get_errno())
+    at = libc.shmat(shm, None, 0)
+    return key, shm, lambda: ctypes.string_at(at, 9)
+
+
+def test_the_users_system_v_ipc_and_terminal_are_out_of_reach():
+    # A shared memory segment of this user's, mode 0600, was writable from inside (System V
+    # IPC is not a file): the extension now has an IPC namespace of its own. And a terminal
+    # passed as stdin (`dhara sandbox exec` in a shell) is a file on the caller's mounts:
+    # `chmod 666 /proc/self/fd/0` handed it to the machine's other users. The launcher opens
+    # it again on its read-only /dev/pts.
+    if not need("Landlock", ABI >= 1) or not need("user namespaces", USERNS):
+        return
+    import pty
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    key, shm, segment = system_v_segment()
+    master, slave = pty.openpty()
+    try:
+        Home.put(f"{root}/ipc.py", IPC_PROBE)
+        profile = {"version": 2, "read": ["/usr", "/etc", root], "write": [root + "/w"],
+                   "execute": ["/usr", "/bin", "/lib", "/lib64"], "spawn": True}
+        os.makedirs(f"{root}/w")
+        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/usr/bin/python3", f"{root}/ipc.py",
+                            str(key)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and p.stdout == "ENOENT\n", (p.stdout, p.stderr)
+        assert segment() == bytes(9), segment()
+
+        terminal = os.ttyname(slave)
+        mode = os.stat(terminal).st_mode
+        code = ("import errno, os\n"
+                "def r(f):\n"
+                "    try:\n"
+                "        f()\n"
+                "        return 'OK'\n"
+                "    except OSError as e:\n"
+                "        return errno.errorcode[e.errno]\n"
+                "print(r(lambda: os.chmod('/proc/self/fd/0', 0o666)), r(lambda: os.chmod(1, 0o666)), r(lambda: os.utime(2)),"
+                " os.ttyname(0), input())\n")
+        q = subprocess.Popen([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/usr/bin/python3", "-c", code],
+                             stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        slave = -1
+        os.write(master, b"typed\n")
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last holder of the terminal's other side has gone
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert q.wait(timeout=30) == 0, out
+        assert f"EROFS EROFS EROFS {terminal} typed" in out.decode(), out  # the same terminal, still in use
+        assert os.stat(terminal).st_mode == mode, (oct(mode), oct(os.stat(terminal).st_mode))
+    finally:
+        libc.shmctl(shm, 0, None)  # IPC_RMID
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_device_the_extension_may_write_keeps_its_mode():
+    # Every profile lets the extension write /dev/null, /dev/zero and /dev/full. Kept on a
+    # writable mount, their mode could be changed, and as root `chmod 000 /dev/null` is the
+    # machine's. A device is written through the read-only mount as well: it is not made
+    # writable. (A device on a tmpfs of the test's, as the real ones must stay untouched.)
+    if not need("Landlock", ABI >= 1) or not need("user namespaces", USERNS):
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    dev = f"{root}/dev"
+    try:
+        if not mount_tmpfs(dev, "readme", "a device folder\n"):
+            need("root, to mount a tmpfs and make a device node on it", False)
+            return
+        os.mknod(f"{dev}/null", 0o20666, os.makedev(1, 3))
+        os.chmod(f"{dev}/null", 0o666)
+        profile = {"version": 2, "read": ["/usr", "/etc"], "write": [f"{dev}/null"],
+                   "execute": ["/usr", "/bin", "/lib", "/lib64"], "spawn": True}
+        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c",
+                            f"echo x > {dev}/null; echo write=$?; chmod 000 {dev}/null; echo chmod=$?; "
+                            f"touch -d 2000-01-01 {dev}/null; echo touch=$?"], capture_output=True, text=True, timeout=30)
+        assert p.stdout.split() == ["write=0", "chmod=1", "touch=1"], (p.stdout, p.stderr)
+        assert p.stderr.count("Read-only file system") == 2, p.stderr
+        assert os.stat(f"{dev}/null").st_mode & 0o777 == 0o666 and os.stat(f"{dev}/null").st_mtime > 946684800
+    finally:
+        subprocess.run(["umount", dev], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 
 
