@@ -266,6 +266,12 @@ def xattrs_of(path):
         return []
 
 
+def sandboxed(profile, *argv, cwd=None):
+    """Runs argv through the launcher with `profile` (a dict), capturing its output."""
+    return subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", *argv], cwd=cwd,
+                          capture_output=True, text=True, timeout=30)
+
+
 def expect(got, want):
     bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
     assert not bad, "got, wanted: " + json.dumps(bad)
@@ -716,9 +722,7 @@ def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
                  f"chmod 600 {root}/outside.txt; echo chmod-outside=$?; echo x > {w}/new.txt; echo write-mine=$?")
 
         def nested(profile, script):
-            return subprocess.run([LAUNCHER, "--profile-json", json.dumps(base), "--", LAUNCHER, "--profile-json",
-                                   json.dumps(profile), "--", "/bin/sh", "-c", script],
-                                  capture_output=True, text=True, timeout=30)
+            return sandboxed(base, LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c", script)
 
         key, shm, segment = system_v_segment()
         try:
@@ -736,8 +740,7 @@ def test_without_user_namespaces_modes_and_times_are_refused_everywhere():
         assert os.stat(f"{w}/mine.txt").st_mode & 0o777 != 0o600 and os.stat(f"{root}/outside.txt").st_mode & 0o777 != 0o600
 
         # The same command with the outer launcher alone: its own write grant changes.
-        q = subprocess.run([LAUNCHER, "--profile-json", json.dumps(base), "--", "/bin/sh", "-c", inner],
-                           capture_output=True, text=True, timeout=30)
+        q = sandboxed(base, "/bin/sh", "-c", inner)
         assert q.stdout.split() == ["chmod-mine=0", "touch-mine=0", "chmod-outside=1", "write-mine=0"], (q.stdout, q.stderr)
         assert "Read-only file system" in q.stderr and os.stat(f"{w}/mine.txt").st_mode & 0o777 == 0o600, q.stderr
 
@@ -768,8 +771,7 @@ def test_a_working_folder_below_a_mask_or_a_read_only_path_sees_them():
         for cwd, script in [(f"{w}/config", "cat secret; cat ../.env; echo x > ../ro/planted; echo x > mine; cat mine"),
                             (f"{w}/ro", "echo x > planted; cat ../config/secret ../.env; echo x > ../mine; cat ../mine"),
                             (w, "cat .env config/secret; echo x > ro/planted; echo x > mine; cat mine")]:
-            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c", script],
-                               cwd=cwd, capture_output=True, text=True, timeout=30)
+            p = sandboxed(profile, "/bin/sh", "-c", script, cwd=cwd)
             assert "REAL" not in p.stdout and p.stdout == "x\n", (cwd, p.stdout, p.stderr)
             assert not os.path.exists(f"{w}/ro/planted"), (cwd, p.stderr)
             assert p.stderr.count("Permission denied") == 2 and "Read-only file system" in p.stderr, (cwd, p.stderr)
@@ -777,11 +779,9 @@ def test_a_working_folder_below_a_mask_or_a_read_only_path_sees_them():
         # A masked folder as the working folder is its mask; one inside it is gone: the launch stops.
         os.makedirs(f"{w}/config/sub")
         folder_masked = {**profile, "mask": [f"{w}/config"]}
-        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(folder_masked), "--", "/bin/sh", "-c",
-                            "echo RAN; cat secret; ls"], cwd=f"{w}/config", capture_output=True, text=True, timeout=30)
+        p = sandboxed(folder_masked, "/bin/sh", "-c", "echo RAN; cat secret; ls", cwd=f"{w}/config")
         assert p.returncode != 0 and p.stdout == "RAN\n" and p.stderr.count("Permission denied") == 2, (p.stdout, p.stderr)
-        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(folder_masked), "--", "/bin/sh", "-c",
-                            "echo RAN; cat ../secret"], cwd=f"{w}/config/sub", capture_output=True, text=True, timeout=30)
+        p = sandboxed(folder_masked, "/bin/sh", "-c", "echo RAN; cat ../secret", cwd=f"{w}/config/sub")
         assert p.returncode == 126 and "RAN" not in p.stdout, (p.returncode, p.stdout, p.stderr)
         assert f"dhara-launch: cwd: No such file or directory (cannot enter the working folder {w}/config/sub again" in p.stderr, p.stderr
     finally:
@@ -829,8 +829,7 @@ def test_the_users_system_v_ipc_and_terminal_are_out_of_reach():
         profile = {"version": 2, "read": ["/usr", "/etc", root], "write": [root + "/w"],
                    "execute": ["/usr", "/bin", "/lib", "/lib64"], "spawn": True}
         os.makedirs(f"{root}/w")
-        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/usr/bin/python3", f"{root}/ipc.py",
-                            str(key)], capture_output=True, text=True, timeout=30)
+        p = sandboxed(profile, "/usr/bin/python3", f"{root}/ipc.py", str(key))
         assert p.returncode == 0 and p.stdout == "ENOENT\n", (p.stdout, p.stderr)
         assert segment() == bytes(9), segment()
 
@@ -887,9 +886,8 @@ def test_a_device_the_extension_may_write_keeps_its_mode():
         os.chmod(f"{dev}/null", 0o666)
         profile = {"version": 2, "read": ["/usr", "/etc"], "write": [f"{dev}/null"],
                    "execute": ["/usr", "/bin", "/lib", "/lib64"], "spawn": True}
-        p = subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/bin/sh", "-c",
-                            f"echo x > {dev}/null; echo write=$?; chmod 000 {dev}/null; echo chmod=$?; "
-                            f"touch -d 2000-01-01 {dev}/null; echo touch=$?"], capture_output=True, text=True, timeout=30)
+        p = sandboxed(profile, "/bin/sh", "-c", f"echo x > {dev}/null; echo write=$?; chmod 000 {dev}/null; echo chmod=$?; "
+                      f"touch -d 2000-01-01 {dev}/null; echo touch=$?")
         assert p.stdout.split() == ["write=0", "chmod=1", "touch=1"], (p.stdout, p.stderr)
         assert p.stderr.count("Read-only file system") == 2, p.stderr
         assert os.stat(f"{dev}/null").st_mode & 0o777 == 0o666 and os.stat(f"{dev}/null").st_mtime > 946684800
