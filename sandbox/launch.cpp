@@ -339,21 +339,25 @@ void make_root_read_only(const policy::sandbox_profile& p) {
   }
 }
 
+// What step 2 did: made the namespaces and mounts; needed none (the extension may write `/`
+// and nothing is denied inside a grant); or could make no user namespace, and nothing but the
+// read-only mounts needed one (the caller then refuses the calls they stop, in seccomp).
+enum class mounts { made, not_needed, unavailable };
+
 // Step 2: make every mount read-only but the write grants (make_root_read_only), hide denied
 // paths that lie inside granted ones, and make read-only paths inside write grants
-// read-only. Returns false when no user namespace could be made and nothing but the
-// read-only mounts needed one (the caller refuses the calls they stop instead). Landlock
-// cannot deny below an allowed folder, so a read-only mode-000 tmpfs covers a denied
-// folder, a read-only bind of an empty mode-000 file covers a denied file, and a read-only
-// bind of a folder onto itself keeps it readable but not writable (EROFS). The capabilities this gives (inside the new user namespace only) are
-// dropped in step 3, after which mode 000 and read-only hold even for root. Every mount is
-// made from a descriptor onto a descriptor (open_tree, move_mount): the masks' source is a
-// tmpfs attached to no path, and each target is opened once it is looked at (open_target).
+// read-only. Landlock cannot deny below an allowed folder, so a read-only mode-000 tmpfs
+// covers a denied folder, a read-only bind of an empty mode-000 file covers a denied file,
+// and a read-only bind of a folder onto itself keeps it readable but not writable (EROFS).
+// The capabilities this gives (inside the new user namespace only) are dropped in step 3,
+// after which mode 000 and read-only hold even for root. Every mount is made from a
+// descriptor onto a descriptor (open_tree, move_mount): the masks' source is a tmpfs
+// attached to no path, and each target is opened once it is looked at (open_target).
 // (They were made by path: the empty file on a scratch tmpfs over the temp dir, which an
 // extension that may write there could swap for a link to ~/.ssh/id_rsa while another
 // started; and a folder swapped for a link between the look for links and the mount would
 // have moved the mount onto the link's target.)
-bool apply_mounts(const policy::sandbox_profile& p) {
+mounts apply_mounts(const policy::sandbox_profile& p) {
   std::vector<std::string> masks = p.mask;
   for (const std::string& pattern : p.mask_globs) {
     glob_t g{};
@@ -395,7 +399,7 @@ bool apply_mounts(const policy::sandbox_profile& p) {
   for (const std::string& r : p.read_only) look_now(r, read_only);
   const bool writes_everywhere = std::find(p.write.begin(), p.write.end(), "/") != p.write.end();
   const bool masks_needed = !present.empty() || !read_only.empty();
-  if (!masks_needed && writes_everywhere) return true;
+  if (!masks_needed && writes_everywhere) return mounts::not_needed;
   // The working folder is a place in one mount: what is mounted onto it or above it later is
   // not seen through it (a relative path from a pinned folder reached the file under its
   // mask). It is entered again by name once the mounts are made, at the end.
@@ -407,7 +411,7 @@ bool apply_mounts(const policy::sandbox_profile& p) {
           "a user namespace is needed to hide the denied paths and keep the read-only ones inside allowed ones, and " +
               f.what + " failed: user namespaces are off, or this process may not make one (inside another sandbox); "
               "enable them (sysctl kernel.unprivileged_userns_clone=1) or run dhara outside that sandbox");
-    return false;
+    return mounts::unavailable;
   }
   // The paths that could not be looked at: with the capabilities of this namespace over what
   // this user owns, one still out of reach lies behind a folder of another owner, which the
@@ -497,7 +501,7 @@ bool apply_mounts(const policy::sandbox_profile& p) {
     die("cwd", errno,
         std::string("cannot enter the working folder ") + here +
             " again through the sandbox's mounts; start the command from a folder outside the denied paths");
-  return true;
+  return mounts::made;
 }
 
 // A terminal passed as fd 0, 1 or 2 (`dhara sandbox exec` in a shell) is a file on the
@@ -748,8 +752,11 @@ int main(int argc, char** argv) {
     die("fds", errno, "close_range(CLOSE_RANGE_CLOEXEC) needs Linux 5.11 or later");
   schedule_as_batch();
   scmp_filter_ctx filter = build_seccomp(*profile);
-  if (apply_mounts(*profile)) reopen_terminals();
-  else refuse_attribute_changes(filter);
+  switch (apply_mounts(*profile)) {
+    case mounts::made: reopen_terminals(); break;
+    case mounts::unavailable: refuse_attribute_changes(filter); break;
+    case mounts::not_needed: break;
+  }
   std::vector<rule> rules = open_rules(*profile);
   drop_privileges();
   apply_landlock(*profile, rules);
