@@ -15,6 +15,7 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <linux/openat2.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -656,8 +657,29 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
         "uselib", "iopl", "ioperm"})
     add(eperm, name, {});
   add_rule_by_number(ctx, 467);  // open_tree_attr (Linux 6.15), of the mount family too
-  add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)});
-  add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)});
+  // A shared terminal (`dhara sandbox exec` in a shell): no typing into it, no console
+  // switch, no other line discipline (a module the kernel may load), no taking it as a
+  // controlling terminal, and no handing its foreground (and the user's ^C) to another job.
+  for (unsigned long request : {TIOCSTI, TIOCLINUX, TIOCSETD, TIOCSCTTY, TIOCSPGRP})
+    add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request)});
+  // Other processes of the user, dhara among them (Landlock scopes signals only): their
+  // resource limits (`prlimit(dhara, RLIMIT_FSIZE, 0)` made every audit write fail, so every
+  // request was denied; RLIMIT_CPU killed a process by proxy), nice value, scheduling, CPU
+  // affinity and I/O priority. Each call may name only this process (pid 0); glibc's
+  // setrlimit and nice do, and the launcher's own SCHED_BATCH comes before the filter.
+  add(eperm, "prlimit64", {SCMP_A0(SCMP_CMP_NE, 0)});
+  for (const char* name : {"sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity"})
+    add(eperm, name, {SCMP_A0(SCMP_CMP_NE, 0)});
+  add(eperm, "setpriority", {SCMP_A0(SCMP_CMP_NE, 0 /* PRIO_PROCESS */)});
+  add(eperm, "setpriority", {SCMP_A1(SCMP_CMP_NE, 0)});
+  add(eperm, "ioprio_set", {SCMP_A0(SCMP_CMP_NE, 1 /* IOPRIO_WHO_PROCESS */)});
+  add(eperm, "ioprio_set", {SCMP_A1(SCMP_CMP_NE, 0)});
+  // A lease on a file it may read held the writers outside (dhara, the user's editor) for
+  // up to lease-break-time (45 s).
+  add(eperm, "fcntl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, F_SETLEASE)});
+  // A datagram socketpair can still send to a path (sendto, connect) outside, which Landlock
+  // does not check: /dev/log, journald, a notify socket. Stream and seqpacket pairs cannot.
+  add(eperm, "socketpair", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM)});
   for (std::uint64_t f : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
                           CLONE_NEWNET, static_cast<decltype(CLONE_NEWNS)>(0x80) /* CLONE_NEWTIME */})
     add(eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, f, f)});
@@ -668,9 +690,16 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
     add(eperm, "vfork", {});
     add(eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});  // threads still work
   }
+  // listen() on a socket never bound takes a port of its own, which Landlock does not check:
+  // with network:fetch alone, a process listened and accepted.
+  if (!p.network.bind) add(eperm, "listen", {});
   // socket(): AF_UNIX never (a path socket outside is not covered by Landlock); TCP with a
   // network capability (Landlock then limits connect/bind); UDP and route netlink with
-  // network:dns; every other family and type refused.
+  // network:dns; every other family and type refused. A stream socket must be TCP and a
+  // datagram socket UDP: Landlock's TCP rules do not cover MPTCP (IPPROTO_MPTCP connected
+  // under a bind-only profile and listened under a connect-only one), nor SCTP.
+  // EPROTONOSUPPORT, as on a kernel without them, so that a program (Go's MPTCP listeners)
+  // falls back to TCP.
   if (!p.network.connect && !p.network.bind && !p.network.udp) {
     add(eperm, "socket", {});  // one rule: the filter stays short (socketpair is another syscall)
     return ctx;
@@ -679,7 +708,17 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
     if (domain == AF_INET || domain == AF_INET6) {
       for (std::uint64_t type = 0; type < 16; ++type) {
         bool ok = (type == SOCK_STREAM && (p.network.connect || p.network.bind)) || (type == SOCK_DGRAM && p.network.udp);
-        if (!ok) add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type)});
+        if (!ok) {
+          add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type)});
+          continue;
+        }
+        const std::uint64_t only = type == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP;  // or 0, the default
+        const auto unsupported = SCMP_ACT_ERRNO(EPROTONOSUPPORT);
+        for (std::uint64_t protocol = 1; protocol < only; ++protocol)
+          add(unsupported, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type),
+                                      SCMP_A2(SCMP_CMP_EQ, protocol)});
+        add(unsupported, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type),
+                                    SCMP_A2(SCMP_CMP_GT, only)});
       }
     } else if (domain == AF_NETLINK && p.network.udp) {
       add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, domain), SCMP_A2(SCMP_CMP_GE, 1)});  // NETLINK_ROUTE only

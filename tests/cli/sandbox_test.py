@@ -842,8 +842,10 @@ def test_the_users_system_v_ipc_and_terminal_are_out_of_reach():
                 "        return 'OK'\n"
                 "    except OSError as e:\n"
                 "        return errno.errorcode[e.errno]\n"
+                "import fcntl, struct, termios\n"
                 "print(r(lambda: os.chmod('/proc/self/fd/0', 0o666)), r(lambda: os.chmod(1, 0o666)), r(lambda: os.utime(2)),"
-                " os.ttyname(0), input())\n")
+                " r(lambda: fcntl.ioctl(0, termios.TIOCSPGRP, struct.pack('i', os.getpgrp()))),"
+                " r(lambda: fcntl.ioctl(0, termios.TIOCSETD, struct.pack('i', 0))), os.ttyname(0), input())\n")
         q = subprocess.Popen([LAUNCHER, "--profile-json", json.dumps(profile), "--", "/usr/bin/python3", "-c", code],
                              stdin=slave, stdout=slave, stderr=slave)
         os.close(slave)
@@ -859,7 +861,8 @@ def test_the_users_system_v_ipc_and_terminal_are_out_of_reach():
                 break
             out += chunk
         assert q.wait(timeout=30) == 0, out
-        assert f"EROFS EROFS EROFS {terminal} typed" in out.decode(), out  # the same terminal, still in use
+        # The same terminal, still in use; its line discipline and foreground group not to be set.
+        assert f"EROFS EROFS EROFS EPERM EPERM {terminal} typed" in out.decode(), out
         assert os.stat(terminal).st_mode == mode, (oct(mode), oct(os.stat(terminal).st_mode))
     finally:
         libc.shmctl(shm, 0, None)  # IPC_RMID
@@ -893,6 +896,82 @@ def test_a_device_the_extension_may_write_keeps_its_mode():
         assert os.stat(f"{dev}/null").st_mode & 0o777 == 0o666 and os.stat(f"{dev}/null").st_mtime > 946684800
     finally:
         subprocess.run(["umount", dev], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+REACH_PROBE = r"""
+import ctypes, errno, fcntl, json, os, resource, socket, sys
+def r(f):
+    try:
+        f()
+        return "OK"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+outside, readable = int(sys.argv[1]), sys.argv[2]
+out = {
+    "prlimit other": r(lambda: resource.prlimit(outside, resource.RLIMIT_NOFILE, (7, 7))),
+    "setrlimit self": r(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))),
+    "setpriority other": r(lambda: os.setpriority(os.PRIO_PROCESS, outside, 19)),
+    "setpriority user": r(lambda: os.setpriority(os.PRIO_USER, 0, 19)),
+    "nice self": r(lambda: os.nice(1)),
+    "affinity other": r(lambda: os.sched_setaffinity(outside, {0})),
+    "affinity self": r(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+    "dgram socketpair": r(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
+    "stream socketpair": r(lambda: socket.socketpair()),
+}
+with open(readable) as f:
+    out["lease"] = r(lambda: fcntl.fcntl(f, 1024, 0))  # F_SETLEASE, F_RDLCK
+for kind, family, protocol in [("tcp", socket.SOCK_STREAM, 0), ("tcp", socket.SOCK_STREAM, 6),
+                               ("mptcp", socket.SOCK_STREAM, 262), ("udp", socket.SOCK_DGRAM, 17),
+                               ("icmp", socket.SOCK_DGRAM, 1)]:
+    out[f"{kind} {protocol}"] = r(lambda: socket.socket(socket.AF_INET, family, protocol).close())
+out["listen unbound"] = r(lambda: socket.socket().listen())
+print(json.dumps(out))
+"""
+
+
+def test_other_processes_and_sockets_beyond_the_capabilities_are_out_of_reach():
+    # From a review (2026-12-07): prlimit on dhara (RLIMIT_FSIZE 0: every audit write failed,
+    # so every request was denied), nice, scheduling and affinity of the user's processes,
+    # a datagram socketpair sending to a socket path outside, MPTCP, which Landlock's TCP
+    # rules do not cover, listen() with no bind right, and a lease holding outside writers.
+    # As `nobody` when this runs as root: root's calls on others need capabilities the
+    # sandbox does not have, so they would be refused anyway.
+    if not need("Landlock ABI 4", ABI >= 4) or not need("seccomp", SECCOMP):
+        return
+    ok, user = unprivileged_user("the kernel refuses root without capabilities what it lets a user do")
+    if not ok:
+        return
+    root = os.path.realpath(tempfile.mkdtemp(prefix="dhara-sbx-"))
+    os.chmod(root, 0o755)
+    outside = None
+    try:
+        Home.put(f"{root}/reach.py", REACH_PROBE)
+        Home.put(f"{root}/readable.txt", "mine\n")
+        give_to(user, root)
+        outside = subprocess.Popen(["/bin/sleep", "300"], preexec_fn=become(user))
+        limits = open(f"/proc/{outside.pid}/limits").read()
+        profile = {"version": 2, "read": ["/usr", "/etc", root], "execute": ["/usr", "/bin", "/lib", "/lib64"],
+                   "spawn": True}
+        same_for_all = {"prlimit other": "EPERM", "setrlimit self": "OK", "setpriority other": "EPERM",
+                        "setpriority user": "EPERM", "nice self": "OK", "affinity other": "EPERM", "affinity self": "OK",
+                        "dgram socketpair": "EPERM", "stream socketpair": "OK", "lease": "EPERM"}
+        for network, want in [
+                ({"connect": True}, {"tcp 0": "OK", "tcp 6": "OK", "mptcp 262": "EPROTONOSUPPORT",
+                                     "udp 17": "EPERM", "listen unbound": "EPERM"}),
+                ({"bind": True}, {"tcp 0": "OK", "mptcp 262": "EPROTONOSUPPORT", "listen unbound": "OK"}),
+                ({"udp": True}, {"tcp 0": "EPERM", "udp 17": "OK", "icmp 1": "EPROTONOSUPPORT"})]:
+            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps({**profile, "network": network}), "--",
+                                "/usr/bin/python3", f"{root}/reach.py", str(outside.pid), f"{root}/readable.txt"],
+                               capture_output=True, text=True, timeout=30, preexec_fn=become(user))
+            assert p.returncode == 0, (network, p.stdout, p.stderr)
+            expect(json.loads(p.stdout), {**same_for_all, **want})
+        assert open(f"/proc/{outside.pid}/limits").read() == limits
+        assert os.getpriority(os.PRIO_PROCESS, outside.pid) == 0 and len(os.sched_getaffinity(outside.pid)) == os.cpu_count()
+    finally:
+        if outside:
+            outside.kill()
+            outside.wait()
         shutil.rmtree(root, ignore_errors=True)
 
 
