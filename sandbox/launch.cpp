@@ -647,14 +647,16 @@ scmp_filter_ctx build_seccomp(const policy::sandbox_profile& p) {
   auto add = [&](std::uint32_t action, const char* name, std::vector<scmp_arg_cmp> args) {
     add_rule(ctx, action, name, std::move(args));
   };
-  // Always refused: debugging and memory of others, kernel attack surface, namespaces, mounts.
+  // Always refused: debugging and memory of others, kernel attack surface, namespaces, mounts,
+  // and fanotify (unprivileged since Linux 5.13, it reports the names of what changes in a
+  // folder the extension cannot list).
   for (const char* name :
        {"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register",
         "bpf", "userfaultfd", "keyctl", "add_key", "request_key", "mount", "umount2", "pivot_root", "move_mount",
         "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns", "chroot",
         "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "perf_event_open",
         "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
-        "uselib", "iopl", "ioperm"})
+        "uselib", "iopl", "ioperm", "fanotify_init", "fanotify_mark"})
     add(eperm, name, {});
   add_rule_by_number(ctx, 467);  // open_tree_attr (Linux 6.15), of the mount family too
   // A shared terminal (`dhara sandbox exec` in a shell): no typing into it, no console

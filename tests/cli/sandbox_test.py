@@ -919,6 +919,11 @@ out = {
     "dgram socketpair": r(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
     "stream socketpair": r(lambda: socket.socketpair()),
 }
+libc = ctypes.CDLL(None, use_errno=True)
+def fanotify():
+    if libc.fanotify_init(0x200 | 0x400 | 0x800, os.O_RDONLY) < 0:  # FAN_REPORT_FID | DIR_FID | NAME
+        raise OSError(ctypes.get_errno(), "fanotify_init")
+out["fanotify"] = r(fanotify)
 with open(readable) as f:
     out["lease"] = r(lambda: fcntl.fcntl(f, 1024, 0))  # F_SETLEASE, F_RDLCK
 for kind, family, protocol in [("tcp", socket.SOCK_STREAM, 0), ("tcp", socket.SOCK_STREAM, 6),
@@ -934,7 +939,8 @@ def test_other_processes_and_sockets_beyond_the_capabilities_are_out_of_reach():
     # From a review (2026-12-07): prlimit on dhara (RLIMIT_FSIZE 0: every audit write failed,
     # so every request was denied), nice, scheduling and affinity of the user's processes,
     # a datagram socketpair sending to a socket path outside, MPTCP, which Landlock's TCP
-    # rules do not cover, listen() with no bind right, and a lease holding outside writers.
+    # rules do not cover, listen() with no bind right, a lease holding outside writers, and
+    # fanotify, which reports names in folders the extension cannot list.
     # As `nobody` when this runs as root: root's calls on others need capabilities the
     # sandbox does not have, so they would be refused anyway.
     if not need("Landlock ABI 4", ABI >= 4) or not need("seccomp", SECCOMP):
@@ -955,7 +961,7 @@ def test_other_processes_and_sockets_beyond_the_capabilities_are_out_of_reach():
                    "spawn": True}
         same_for_all = {"prlimit other": "EPERM", "setrlimit self": "OK", "setpriority other": "EPERM",
                         "setpriority user": "EPERM", "nice self": "OK", "affinity other": "EPERM", "affinity self": "OK",
-                        "dgram socketpair": "EPERM", "stream socketpair": "OK", "lease": "EPERM"}
+                        "dgram socketpair": "EPERM", "stream socketpair": "OK", "lease": "EPERM", "fanotify": "EPERM"}
         for network, want in [
                 ({"connect": True}, {"tcp 0": "OK", "tcp 6": "OK", "mptcp 262": "EPROTONOSUPPORT",
                                      "udp 17": "EPERM", "listen unbound": "EPERM"}),
