@@ -38,18 +38,13 @@ def test_200_extensions_under_fsync_with_an_approval_pending_lose_nothing_and_st
         h.config({"security": {"audit": {"durability": "fsync"}}})
         s = Serve(h)
         s.initialize(limit=120)
-        # The session waits one handshake's time (10 s) for its extensions. On a loaded machine
-        # with a sanitizer build, 200 may take longer; the late ones keep starting: waited for
-        # (a hang guard, not a speed limit), then the load begins with every one ready.
-        deadline = time.monotonic() + GUARD
-        while True:
-            tools = s.tools()
-            statuses = [t["status"] for k, t in tools.items() if k.startswith("echo-")]
-            if statuses.count("ready") == EXTENSIONS or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert statuses.count("ready") == EXTENSIONS, \
-            f"{statuses.count('ready')} echo extensions ready: {sorted(set(statuses))}"
+        tools = s.tools()
+        echoes = {k: t for k, t in tools.items() if k.startswith("echo-")}
+        late = {k: (t["status"], t.get("reason")) for k, t in echoes.items() if t["status"] != "ready"}
+        # The session waits one handshake's time (10 s) for all of them; one not ready by then is
+        # failed for the session. Say which and why (one ASan CI run saw 59 of 200 ready).
+        assert len(echoes) - len(late) == EXTENSIONS, \
+            f"{len(echoes) - len(late)} echo extensions ready; not ready: {len(late)}, e.g. {list(late.items())[:3]}"
 
         # The question is asked and left open for the whole run.
         read_call = s.request("tools/call", {"tool": "fs-tool/read", "input": {"path": "a.txt"}})
