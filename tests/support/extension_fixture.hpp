@@ -67,6 +67,19 @@ struct temp_home : temp_tree {
   }
 };
 
+/// What a /proc file holds, empty when it cannot be read: its process may end while it is
+/// read (an istream then threw "basic_filebuf::underflow error reading the file: No such
+/// process" out of processes_mentioning, and left its /proc listing open).
+inline std::string proc_file_text(const std::string& path) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return text;
+}
+
 /// Processes whose command line or cwd mentions `needle` (other than this process).
 inline std::vector<int> processes_mentioning(const std::string& needle) {
   std::vector<int> pids;
@@ -75,8 +88,7 @@ inline std::vector<int> processes_mentioning(const std::string& needle) {
   while (dirent* e = ::readdir(d)) {
     int pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == ::getpid()) continue;
-    std::ifstream cmd("/proc/" + std::string(e->d_name) + "/cmdline");
-    std::string text((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    const std::string text = proc_file_text("/proc/" + std::string(e->d_name) + "/cmdline");
     std::error_code ec;
     auto cwd = fs::read_symlink("/proc/" + std::string(e->d_name) + "/cwd", ec);
     if (text.find(needle) != std::string::npos || (!ec && cwd.string().find(needle) != std::string::npos))
