@@ -373,8 +373,9 @@ mounts apply_mounts(const policy::sandbox_profile& p) {
       for (std::size_t i = 0; i < g.gl_pathc; ++i) {
         // GLOB_PERIOD lets `*` and `.*` match `.` and `..` too: the globbed folder itself and
         // the one above it, which are not what the pattern denies.
-        const std::string_view name = std::string_view(g.gl_pathv[i]).substr(std::string_view(g.gl_pathv[i]).rfind('/') + 1);
-        if (name != "." && name != "..") masks.emplace_back(g.gl_pathv[i]);
+        const std::string_view match = g.gl_pathv[i];
+        const std::string_view name = match.substr(match.rfind('/') + 1);
+        if (name != "." && name != "..") masks.emplace_back(match);
       }
     ::globfree(&g);
   }

@@ -266,10 +266,11 @@ def xattrs_of(path):
         return []
 
 
-def sandboxed(profile, *argv, cwd=None):
-    """Runs argv through the launcher with `profile` (a dict), capturing its output."""
-    return subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", *argv], cwd=cwd,
-                          capture_output=True, text=True, timeout=30)
+def sandboxed(profile, *argv, **run):
+    """Runs argv through the launcher with `profile` (a dict), capturing its output; `run`:
+    more of subprocess.run's arguments (cwd, preexec_fn)."""
+    return subprocess.run([LAUNCHER, "--profile-json", json.dumps(profile), "--", *argv],
+                          capture_output=True, text=True, timeout=30, **run)
 
 
 def expect(got, want):
@@ -967,9 +968,8 @@ def test_other_processes_and_sockets_beyond_the_capabilities_are_out_of_reach():
                                      "udp 17": "EPERM", "listen unbound": "EPERM"}),
                 ({"bind": True}, {"tcp 0": "OK", "mptcp 262": "EPROTONOSUPPORT", "listen unbound": "OK"}),
                 ({"udp": True}, {"tcp 0": "EPERM", "udp 17": "OK", "icmp 1": "EPROTONOSUPPORT"})]:
-            p = subprocess.run([LAUNCHER, "--profile-json", json.dumps({**profile, "network": network}), "--",
-                                "/usr/bin/python3", f"{root}/reach.py", str(outside.pid), f"{root}/readable.txt"],
-                               capture_output=True, text=True, timeout=30, preexec_fn=become(user))
+            p = sandboxed({**profile, "network": network}, "/usr/bin/python3", f"{root}/reach.py", str(outside.pid),
+                          f"{root}/readable.txt", preexec_fn=become(user))
             assert p.returncode == 0, (network, p.stdout, p.stderr)
             expect(json.loads(p.stdout), {**same_for_all, **want})
         assert open(f"/proc/{outside.pid}/limits").read() == limits
