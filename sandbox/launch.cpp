@@ -144,17 +144,19 @@ struct rule {
 // other grant was resolved when the profile was computed, and a restart launches from the
 // same profile, so a link found on one now was made since (an extension that may write next
 // to another's temp dir could swap it for a link to the home). It is refused, not followed.
-int open_grant(const std::string& path) {
+// `phase` names the step that opens it in the launcher's message: `mask` for the mounts,
+// `landlock` for the rules.
+int open_grant(const std::string& path, const char* phase) {
   if (policy::sandbox_path_follows_links(path)) return ::open(path.c_str(), O_PATH | O_CLOEXEC);
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_NO_SYMLINKS;
   int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
   if (fd < 0 && errno == ELOOP)
-    die("landlock", ELOOP, "cannot grant " + path + ": a symbolic link lies on that path now, which was not there "
+    die(phase, ELOOP, "cannot grant " + path + ": a symbolic link lies on that path now, which was not there "
         "when the session computed this extension's profile, and the sandbox does not follow it; start the "
         "session again if the link is meant to be there");
-  if (fd < 0 && errno == ENOSYS) die("landlock", ENOSYS, "openat2 needs Linux 5.6 or later");
+  if (fd < 0 && errno == ENOSYS) die(phase, ENOSYS, "openat2 needs Linux 5.6 or later");
   return fd;
 }
 
@@ -209,7 +211,7 @@ target_look look_at(const std::string& path, const policy::sandbox_profile& p) {
 int open_target(const std::string& path, const target_look& look) {
   if (!look.grant) return ::open(path.c_str(), O_PATH | O_CLOEXEC);
   const std::string& grant = *look.grant;
-  const int base = open_grant(grant);
+  const int base = open_grant(grant, "mask");
   if (base < 0) return -1;
   const std::string rel = path.substr(grant == "/" ? 1 : grant.size() + 1);
   open_how how{};
@@ -314,7 +316,7 @@ void make_root_read_only(const policy::sandbox_profile& p) {
       return o.size() < g.size() ? policy::is_at_or_under(g, o) : o == g && &o < &g;
     });
     if (inside_another) continue;
-    const int at = open_grant(g);
+    const int at = open_grant(g, "mask");
     if (at < 0) continue;  // grants nothing: open_rules skips it too
     // A device or a pipe is written through a read-only mount as well; kept writable, its
     // mode could be changed (`chmod 000 /dev/null` as root, for every process of the machine).
@@ -538,7 +540,7 @@ std::vector<rule> open_rules(const policy::sandbox_profile& p) {
   std::vector<rule> rules;
   auto add = [&](const std::vector<std::string>& paths, std::uint64_t rights) {
     for (const std::string& path : paths) {
-      int fd = open_grant(path);
+      int fd = open_grant(path, "landlock");
       if (fd < 0) continue;
       struct stat st{};
       if (::fstat(fd, &st) != 0) die("landlock", errno, "cannot stat " + path);
