@@ -292,8 +292,8 @@ void probe_user_namespaces(sandbox_support& s) {
       if (o.err == EPERM)
         s.user_namespaces_detail = "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed (" + why +
                                    "): unprivileged user namespaces are disabled (sysctl "
-                                   "kernel.unprivileged_userns_clone=0) or a container's seccomp profile "
-                                   "refuses them";
+                                   "kernel.unprivileged_userns_clone=0), dhara runs in a chroot (where the "
+                                   "kernel refuses them), or a container's seccomp profile refuses them";
       else if (o.err == ENOSPC)
         s.user_namespaces_detail = "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed (" + why +
                                    "): sysctl user.max_user_namespaces is 0 or its limit is reached";

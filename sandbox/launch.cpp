@@ -413,8 +413,9 @@ mounts apply_mounts(const policy::sandbox_profile& p) {
     if (masks_needed)
       die("namespace", f.err,
           "a user namespace is needed to hide the denied paths and keep the read-only ones inside allowed ones, and " +
-              f.what + " failed: user namespaces are off, or this process may not make one (inside another sandbox); "
-              "enable them (sysctl kernel.unprivileged_userns_clone=1) or run dhara outside that sandbox");
+              f.what + " failed: user namespaces are off, or this process may not make one (in a chroot, where the "
+              "kernel refuses them, or inside another sandbox); enable them (sysctl "
+              "kernel.unprivileged_userns_clone=1) or run dhara outside that chroot or sandbox");
     return mounts::unavailable;
   }
   // The paths that could not be looked at: with the capabilities of this namespace over what
