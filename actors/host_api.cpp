@@ -162,7 +162,14 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       if (!a.is_string()) return bad("every argv element must be a string");
       argv.push_back(a.get<std::string>());
     }
+    // Relative to the session's folder; and a relative program path is taken from where it
+    // runs, so the check and the spawn see one file (the check located it from the session's
+    // folder, the spawn from `cwd`: an extension's own script ran as "/usr/bin/git").
     std::string cwd = string_param(p, "cwd").value_or(cfg.cwd);
+    if (cwd.find('\0') != std::string::npos) return bad("cwd holds a NUL byte");
+    if (!cwd.starts_with('/')) cwd = cfg.cwd + "/" + cwd;
+    if (argv.front().find('/') != std::string::npos && !argv.front().starts_with('/'))
+      argv.front() = cwd + "/" + argv.front();
     std::uint64_t timeout = cfg.spawn_timeout_ms;
     if (auto t = p.find("timeoutMs"); t != p.end()) {
       // An extension's bytes: checked, never trusted to have the right type (a string here
@@ -172,14 +179,27 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     }
     std::vector<std::string> env;
     if (auto it = cfg.envs.find(r.extension); it != cfg.envs.end()) env = it->second;
+    auto confinement = cfg.confinements.find(r.extension);
+    if (confinement == cfg.confinements.end())
+      return call_error(io::rpc_error::denied, "host/process/spawn: no sandbox was made for extension '" +
+                        r.extension + "' in this session, so nothing is spawned for it",
+                        {{"capability", "process:spawn"}, {"reason", "no sandbox was made for this extension"}});
+    // The program runs in the extension's own sandbox: what the extension may not do itself, a
+    // program it has dhara start may not do either (`git -c alias.x=!…` rewrote config.json).
+    std::vector<std::string> launcher = confinement->second.launcher;
+    if (!launcher.empty()) {
+      std::erase_if(env, [](const std::string& kv) { return kv.starts_with("TMPDIR="); });
+      env.push_back("TMPDIR=" + confinement->second.tmpdir);
+    }
     plan out;
     out.checks.push_back({capability::process_spawn, subject_kind::argv, {}, argv, "argv"});
     out.make_job = [=](const check_outcome&) -> job {
       return [=]() -> call_result {
         auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
         if (!exe) return call_error(io::rpc_error::tool_error, exe.err().message);
-        std::vector<std::string> full = argv;
-        full.front() = *exe;
+        std::vector<std::string> full = launcher;
+        full.push_back(*exe);
+        full.insert(full.end(), argv.begin() + 1, argv.end());
         return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env));
       };
     };

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -37,6 +38,15 @@ using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>
                                         caf::reacts_to<check_outcome>, caf::reacts_to<check_outcomes>,
                                         caf::reacts_to<call_result>>;
 
+/// How the programs an extension has dhara spawn (host/process/spawn) are confined: as the
+/// extension itself is, by the launcher with its profile (argv up to and including `--`),
+/// with its private temp dir. No launcher: the extension runs without an OS sandbox too
+/// (yolo, or none required and none available).
+struct spawn_confinement {
+  std::vector<std::string> launcher;
+  std::string tmpdir;
+};
+
 /// What the host API needs to know about the session.
 struct host_api_config {
   checker_actor checker;
@@ -45,6 +55,8 @@ struct host_api_config {
   std::string home;
   std::map<std::string, policy::domain_rules> domains;   ///< per extension (its network.outbound)
   std::map<std::string, std::vector<std::string>> envs;  ///< per extension: its scrubbed environment
+  /// Per extension started. A spawn for one not listed is refused (no sandbox was made for it).
+  std::map<std::string, spawn_confinement> confinements;
   std::string path_env;                                  ///< PATH, to locate spawned commands
   std::size_t max_file_bytes = 16u << 20;
   std::size_t max_output_bytes = 1u << 20;

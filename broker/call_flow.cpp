@@ -44,14 +44,14 @@ std::optional<std::size_t> count_lines(const std::string& path) {
 
 std::string shown_subject(const nlohmann::json& input, const std::string& cwd) {
   policy::call_subject s = policy::approval_subject(input);
-  if (!s.is_path || s.text.empty()) return s.text;
+  if (!s.is_path || s.text.empty()) return s.whole();
   const std::string& raw = input.contains("path") && input["path"].is_string()         ? input["path"].get_ref<const std::string&>()
                            : input.contains("file") && input["file"].is_string()       ? input["file"].get_ref<const std::string&>()
                            : input.contains("filePath") && input["filePath"].is_string() ? input["filePath"].get_ref<const std::string&>()
                                                                                       : s.text;
   std::string full = raw.starts_with('/') || cwd.empty() ? raw : cwd + "/" + raw;
-  if (auto n = count_lines(full)) return s.text + " (" + std::to_string(*n) + (*n == 1 ? " line)" : " lines)");
-  return s.text;
+  if (auto n = count_lines(full)) return s.text + " (" + std::to_string(*n) + (*n == 1 ? " line)" : " lines)") + s.others;
+  return s.whole();
 }
 
 std::string shown_result(const actors::call_result& r, std::size_t max_lines, std::size_t max_columns) {
@@ -99,7 +99,7 @@ policy::audit_entry human_decision_entry(const call_spec& spec, std::string_view
   e.action = allowed ? policy::audit_action::allowed : policy::audit_action::denied;
   e.details.push_back({"prompt", std::string(prompt)});
   policy::call_subject s = policy::approval_subject(spec.call.input);
-  if (!s.text.empty()) e.details.push_back({"subject", s.text});
+  if (!s.text.empty()) e.details.push_back({"subject", s.whole()});
   e.reason = reason;
   e.decided_by = policy::decider::user;
   e.tool = spec.tool.name;

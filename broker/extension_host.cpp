@@ -182,7 +182,6 @@ void extension_host::start() {
     host_cfg.domains[e.manifest.name] = policy::compile_domain_rules(e.manifest.network_domains);
     host_cfg.envs[e.manifest.name] = extension_environment(e.manifest.name, false, environ);
   }
-  host_api_ = actors::spawn_host_api(sys_, std::move(host_cfg));
 
   // Capability prompts come before any extension runs, so each starts with its OS sandbox
   // built from the answers (DESIGN §9: prompts at load, before any tool call).
@@ -195,7 +194,9 @@ void extension_host::start() {
         .receive([&](policy::snapshot_ptr& s) { if (s) current = std::move(s); }, [](caf::error&) {});
   }
 
-  std::vector<std::string> started;
+  // Each extension's supervisor is configured first; the host API, which spawns programs as
+  // each extension's sandbox confines it, is spawned once every sandbox is known.
+  std::vector<actors::supervisor_config> ready;
   for (const discovered_extension& e : policy_.extensions) {
     const policy::manifest& m = e.manifest;
     actors::supervisor_config sc;
@@ -222,10 +223,12 @@ void extension_host::start() {
     if (auto it = current->extensions.find(m.name); it != current->extensions.end())
       full_env = full_env || (it->second.approved_by_user | it->second.approved_by_author).contains(policy::capability::secrets_env);
     sc.env = extension_environment(m.name, full_env, environ);
-    if (std::string why = confine(sc, *current, m.name, *exe); !why.empty()) {
+    actors::spawn_confinement spawns;
+    if (std::string why = confine(sc, *current, m.name, *exe, spawns); !why.empty()) {
       not_started(std::move(why));
       continue;
     }
+    host_cfg.confinements[m.name] = std::move(spawns);
     std::string log_name = m.name;
     for (char& c : log_name)
       if (c == '/') c = '+';  // @scope/name → one file
@@ -236,9 +239,15 @@ void extension_host::start() {
     sc.max_restarts = cfg.max_restarts;
     sc.restart_window_ms = cfg.restart_window_ms;
     sc.max_line_bytes = cfg.max_line_bytes;
+    ready.push_back(std::move(sc));
+  }
+  host_api_ = actors::spawn_host_api(sys_, std::move(host_cfg));
+  std::vector<std::string> started;
+  for (actors::supervisor_config& sc : ready) {
     sc.host = host_api_;
-    supervisors_.emplace(m.name, actors::spawn_supervisor(sys_, loop_, std::move(sc)));
-    started.push_back(m.name);
+    std::string name = sc.name;
+    supervisors_.emplace(name, actors::spawn_supervisor(sys_, loop_, std::move(sc)));
+    started.push_back(std::move(name));
   }
 
   // Every supervisor is starting its process now; collect the handshakes. The session waits
@@ -299,7 +308,8 @@ void extension_host::start() {
 }
 
 std::string extension_host::confine(actors::supervisor_config& sc, const policy::policy_snapshot& snap,
-                                    const std::string& name, const std::string& exe) {
+                                    const std::string& name, const std::string& exe,
+                                    actors::spawn_confinement& spawns) {
   if (options_.sandbox_launcher.empty()) return {};
   if (snap.level == policy::security_level::yolo) {
     spdlog::warn("extension {} runs without an OS sandbox: the security level is yolo", name);
@@ -344,6 +354,8 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
     static constexpr char hex[] = "0123456789abcdef";
     for (unsigned char b : bytes) sc.launcher_tag += {hex[b >> 4], hex[b & 15]};
   }
+  spawns.launcher = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
+  spawns.tmpdir = tmp;
   sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);
   std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
   sc.env.push_back("TMPDIR=" + tmp);

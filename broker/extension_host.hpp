@@ -113,10 +113,11 @@ class extension_host {
 
  private:
   void ask_for_pending_capabilities();
-  /// Wraps `sc.argv` in the sandbox launcher with this extension's profile. Returns why the
+  /// Wraps `sc.argv` in the sandbox launcher with this extension's profile, and sets how the
+  /// programs it has dhara spawn are confined (the same way) in `spawns`. Returns why the
   /// extension must not start (the kernel cannot enforce what is required), or "".
   std::string confine(actors::supervisor_config& sc, const policy::policy_snapshot& snap, const std::string& name,
-                      const std::string& exe);
+                      const std::string& exe, actors::spawn_confinement& spawns);
 
  public:
   /// The loop, for tests that count live processes.

@@ -830,29 +830,45 @@ path_executable_locator::path_executable_locator(std::string path_env, std::stri
     : path_env_(std::move(path_env)), cwd_(std::move(cwd)) {}
 
 policy::result<std::string> path_executable_locator::locate(std::string_view argv0) const {
-  auto usable = [](const std::string& candidate) -> std::string {
+  auto where = locate_where(argv0);
+  if (!where) return where.err();
+  return std::move(where->real);
+}
+
+policy::result<policy::located_executable> path_executable_locator::locate_where(std::string_view argv0) const {
+  // `candidate` is walked as the kernel walks it (no `..` taken back by hand before the links
+  // are followed: `X=/../usr/bin/git` names nothing). `found` is its folder's real path and
+  // its own name, whether or not that is a link.
+  auto usable = [](const std::string& candidate) -> std::optional<policy::located_executable> {
     char real[PATH_MAX];
-    if (::realpath(candidate.c_str(), real) == nullptr) return {};
+    if (::realpath(candidate.c_str(), real) == nullptr) return std::nullopt;
     struct stat st;
-    if (::stat(real, &st) != 0 || !S_ISREG(st.st_mode) || ::access(real, X_OK) != 0) return {};
-    return real;
+    if (::stat(real, &st) != 0 || !S_ISREG(st.st_mode) || ::access(real, X_OK) != 0) return std::nullopt;
+    const std::size_t slash = candidate.rfind('/');
+    const std::string folder = slash == 0 ? "/" : candidate.substr(0, slash);
+    char real_folder[PATH_MAX];
+    if (::realpath(folder.c_str(), real_folder) == nullptr) return std::nullopt;
+    std::string found = real_folder;
+    if (found != "/") found += '/';
+    found += candidate.substr(slash + 1);
+    return policy::located_executable{std::move(found), real};
   };
   if (argv0.empty()) return policy::make_error(policy::errc::not_found, "the command is empty");
+  if (argv0.find('\0') != std::string_view::npos)
+    return policy::make_error(policy::errc::not_found, "the command holds a NUL byte");
   if (argv0.find('/') != std::string_view::npos) {
-    auto normal = policy::normalize_path(argv0, cwd_);
-    if (!normal) return normal.err();
-    std::string found = usable(*normal);
-    if (found.empty())
+    std::string candidate = argv0.front() == '/' ? std::string(argv0) : cwd_ + "/" + std::string(argv0);
+    auto found = usable(candidate);
+    if (!found)
       return policy::make_error(policy::errc::not_found, "'" + std::string(argv0) + "' is not an executable file");
-    return found;
+    return std::move(*found);
   }
   std::string_view rest = path_env_;
   while (true) {
     auto colon = rest.find(':');
     std::string_view dir = rest.substr(0, colon);
     if (!dir.empty() && dir.front() == '/') {  // relative PATH entries are ignored: cwd-dependent
-      std::string found = usable(std::string(dir) + "/" + std::string(argv0));
-      if (!found.empty()) return found;
+      if (auto found = usable(std::string(dir) + "/" + std::string(argv0))) return std::move(*found);
     }
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);

@@ -81,6 +81,7 @@ class path_executable_locator final : public policy::executable_locator {
  public:
   explicit path_executable_locator(std::string path_env, std::string cwd);
   policy::result<std::string> locate(std::string_view argv0) const override;
+  policy::result<policy::located_executable> locate_where(std::string_view argv0) const override;
 
  private:
   std::string path_env_;

@@ -53,9 +53,9 @@ decision check_argv(const command_rules& rules, std::span<const std::string> arg
   std::string_view base = basename_of(argv0);
   bool name_listed = std::find(rules.names.begin(), rules.names.end(), base) != rules.names.end();
   if (!locator) return deny("cannot locate '" + argv0 + "' to check where it lives");
-  auto located = locator->locate(argv0);
+  auto located = locator->locate_where(argv0);
   if (!located) return deny("the command '" + argv0 + "' was not found: " + located.err().message);
-  const std::string& exe = *located;
+  const std::string& exe = located->real;
   auto abs = std::find(rules.absolute.begin(), rules.absolute.end(), exe);
   if (abs != rules.absolute.end()) return {verdict_kind::allow, {}, decider::rule, *abs};
   if (!name_listed)
@@ -64,6 +64,11 @@ decision check_argv(const command_rules& rules, std::span<const std::string> arg
   if (!in_system_dir(exe))
     return deny("'" + argv0 + "' resolves to '" + exe +
                 "', outside /usr, /bin and /usr/local; list its absolute path in process.commands to allow it");
+  // The name is checked as written, so it must be the system's: a link named `git` in a
+  // folder someone else may write would run whatever it points to under /usr.
+  if (!in_system_dir(located->found))
+    return deny("'" + argv0 + "' is found at '" + located->found + "', outside /usr, /bin and /usr/local, a link to '" +
+                exe + "'; run the program by its own name, or list its absolute path in process.commands");
   auto name = std::find(rules.names.begin(), rules.names.end(), base);
   return {verdict_kind::allow, {}, decider::rule, *name};
 }
@@ -78,6 +83,14 @@ decision check_command_string(const command_rules& rules, std::string_view comma
   std::string first(command.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
   if (first.find_first_of("'\"\\") != std::string::npos)
     return deny("the command string holds quotes or escapes; pass an argv array instead");
+  // With a list, the first word must be what a shell runs: `X=… id` runs `id`, and `~`, a glob
+  // or a comment is read otherwise than the locator reads it.
+  if (rules.listed && first.find('=') != std::string::npos)
+    return deny("the command string starts with an assignment ('" + first +
+                "'), so a shell would run its next word instead; pass an argv array");
+  if (rules.listed && first.find_first_of("~*?[#") != std::string::npos)
+    return deny("the command's first word '" + first +
+                "' holds ~, a glob or #, which a shell would expand; pass an argv array instead");
   std::string argv[1] = {std::move(first)};
   return check_argv(rules, argv, locator);
 }

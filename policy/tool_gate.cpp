@@ -94,21 +94,36 @@ std::string shell_quote(std::string_view arg) {
 
 call_subject approval_subject(const nlohmann::json& input) {
   if (!input.is_object()) return {};
+  call_subject subject;
+  bool first = true;
   for (const char* key : {"path", "file", "filePath", "url", "command", "argv", "query", "pattern"}) {
     auto it = input.find(key);
     if (it == input.end()) continue;
     std::string_view k(key);
-    if (it->is_string())
-      return {terminal_safe(it->get_ref<const std::string&>()), k == "path" || k == "file" || k == "filePath"};
-    if ((k == "argv" || k == "command") && it->is_array()) {
+    std::string text;
+    if (it->is_string()) {
+      text = terminal_safe(it->get_ref<const std::string&>());
+    } else if ((k == "argv" || k == "command") && it->is_array()) {
       std::string joined;
       for (const nlohmann::json& a : *it)
         joined += (joined.empty() ? "" : " ") + shell_quote(a.is_string() ? a.get_ref<const std::string&>() : a.dump());
-      return {terminal_safe(joined), false};
+      text = terminal_safe(joined);
+    } else {
+      continue;
+    }
+    // The first is the subject; every other one follows it, named: a call with a path and a
+    // command showed only the path, and the human approved a command never shown.
+    if (first) {
+      subject.text = std::move(text);
+      subject.is_path = k == "path" || k == "file" || k == "filePath";
+      first = false;
+    } else {
+      subject.others += "; " + std::string(k) + ": " + text;
     }
   }
+  if (!first) return subject;
   for (const auto& [key, value] : input.items())
-    if (value.is_string()) return {terminal_safe(key + "=" + value.get<std::string>()), false};
+    if (value.is_string()) return {terminal_safe(key + "=" + value.get<std::string>()), false, {}};
   return {};
 }
 

@@ -45,10 +45,16 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
 struct call_subject {
   std::string text;      ///< shown after `[<tool>] `; empty when the input has no string at all
   bool is_path = false;  ///< from `path`, `file` or `filePath`: an existing file adds its line count
+  /// The other inputs of the list below that the call has, each as `; key: value`: shown
+  /// after the text (and its line count), so nothing the tool is given to act on is hidden.
+  std::string others;
+  /// What the human is shown and the audit records, without a line count.
+  std::string whole() const { return text + others; }
 };
 
 /// The first present of `path`, `file`, `filePath`, `url`, `command`, `argv` (joined,
-/// shell-quoted), `query`, `pattern`; else the first string input as `key=value`. Control
+/// shell-quoted), `query`, `pattern`, with the others present in `others`; else the first
+/// string input as `key=value`. Control
 /// characters are shown as `?` so a subject cannot move the cursor or fake a prompt.
 call_subject approval_subject(const nlohmann::json& input);
 

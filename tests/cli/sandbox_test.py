@@ -1432,6 +1432,64 @@ def test_every_extension_of_a_session_runs_in_its_sandbox():
 
 
 
+def test_programs_an_extension_has_dhara_spawn_run_in_its_sandbox():
+    # host/process/spawn started programs with plain posix_spawn: an extension confined to the
+    # project had `git -c alias.x=!…` read ~/.ssh/id_rsa and write config.json (found by a
+    # review). A link named like a listed command ran /bin/sh, and a relative program path was
+    # checked from the session's folder but run from the request's `cwd`.
+    if not need("Landlock and seccomp", landlock_abi() >= 1 and has_seccomp()):
+        return
+    h = Home()
+    try:
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "extensions", "host-client")
+        ext = os.path.join(h.dh, "extensions", "host-client")
+        shutil.copytree(src, ext)
+        manifest = json.load(open(os.path.join(ext, "manifest.json")))
+        manifest["capabilities"] = ["filesystem:read", "filesystem:write", "process:spawn"]
+        manifest["process"] = {"commands": ["cat", "cp", "echo"]}
+        h.json(os.path.join(ext, "manifest.json"), manifest)
+        perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+        perms["host-client"] = {"version": "1.0.0", "capabilities": {c: "approved" for c in manifest["capabilities"]}}
+        h.json(os.path.join(h.dh, "permissions.json"), perms)
+        config = os.path.join(h.dh, "config.json")
+        config_before = open(config).read()
+        # In the project, which the extension may write: a script where `../../usr/bin/cat`
+        # leads from a folder two levels down, and a link named `cat` to the shell.
+        deep = os.path.join(h.project, "a", "b")
+        os.makedirs(deep)
+        os.makedirs(os.path.join(h.project, "usr", "bin"))
+        fake = os.path.join(h.project, "usr", "bin", "cat")
+        h.put(fake, "#!/bin/sh\necho NOT-CAT\n")
+        os.chmod(fake, 0o755)
+        os.makedirs(os.path.join(h.project, "tools"))
+        os.symlink("/bin/sh", os.path.join(h.project, "tools", "cat"))
+        spawns = {
+            "key": {"argv": ["cat", os.path.join(h.home, ".ssh", "id_rsa")]},
+            "config": {"argv": ["cp", "/dev/null", config]},
+            "project": {"argv": ["cat", os.path.join(h.project, "file.txt")]},
+            "relative": {"argv": ["../../usr/bin/cat"], "cwd": deep},
+            "link": {"argv": [os.path.join(h.project, "tools", "cat"), "-c", "echo SHELL"]},
+        }
+        calls = "".join(json.dumps({"id": k, "tool": "host", "input": {"method": "host/process/spawn", "params": v}}) + "\n"
+                        for k, v in spawns.items())
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env, input=calls,
+                           capture_output=True, text=True, timeout=90)
+        lines = {json.loads(l)["id"]: json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")}
+        answer = {k: json.loads(lines[k]["result"]["content"][0]["text"]) for k in spawns}
+        assert "PRIVATE KEY" not in p.stdout + p.stderr, (p.stdout, p.stderr)
+        key = answer["key"]["result"]
+        assert key["exitCode"] != 0 and "Permission denied" in key["stderr"], answer["key"]
+        assert answer["config"]["result"]["exitCode"] != 0, answer["config"]
+        assert open(config).read() == config_before
+        assert answer["project"]["result"] == {**answer["project"]["result"], "exitCode": 0, "stdout": "project file\n"}
+        for k in ("relative", "link"):
+            assert answer[k]["error"]["code"] == -32002, answer[k]
+            assert "outside /usr, /bin and /usr/local" in answer[k]["error"]["message"], answer[k]
+        assert "NOT-CAT" not in p.stdout and "SHELL" not in p.stdout.replace("echo SHELL", ""), p.stdout
+    finally:
+        h.close()
+
+
 SWAPPER = r"""
 import errno, json, os, sys
 # Two extensions of one session. `swapper` may write to the folder dhara makes its private

@@ -741,7 +741,25 @@ TEST_CASE("hostile commands: argv runs without a shell and look-alikes are refus
       {t / "git", verdict_kind::deny, "outside /usr, /bin"},
       {"sh -c 'git status'", verdict_kind::deny, "not in the extension's process.commands list"},
       {"git status", verdict_kind::allow, ""},
+      // A link named like a listed command, to a program under /usr (found by a review: the
+      // name was checked as written, the place as resolved, so this ran /bin/sh).
+      {"./links/git -c id", verdict_kind::deny, "a link to '"},
+      {"./links/echo -c id", verdict_kind::deny, "a link to '"},
+      {t / "links/git", verdict_kind::deny, "a link to '"},
+      // A folder that is a link into /usr: the file found is the system's own.
+      {"./sys/git status", verdict_kind::allow, ""},
+      // A first word a shell does not run: it ran `id` (the locator took `..` back by hand, so
+      // the word located as /usr/bin/git although `X=` does not exist).
+      {"X=/../../../../../../../../usr/bin/git id", verdict_kind::deny, "an assignment"},
+      {"GIT_DIR=x git status", verdict_kind::deny, "an assignment"},
+      {"~/git status", verdict_kind::deny, "holds ~, a glob or #"},
+      {"/usr/bin/gi? status", verdict_kind::deny, "holds ~, a glob or #"},
+      {"nothing/../../../../../../../../usr/bin/git status", verdict_kind::deny, "was not found"},
   };
+  fs::create_directory(t / "links");
+  fs::create_symlink("/bin/sh", t / "links/git");
+  fs::create_symlink("/usr/bin/python3", t / "links/echo");
+  fs::create_directory_symlink("/usr/bin", t / "sys");
   for (const row& r : rows) {
     INFO("command '" << r.command << "'");
     policy::decision d = policy::check_command_string(rules, r.command, &locator);

@@ -96,14 +96,16 @@ TEST_CASE("approve mode shows the subject DESIGN names, in its order", "[policy]
     bool is_path;
   };
   const std::vector<row> rows = {
-      {{{"path", "src/auth.ts"}, {"url", "https://x.org"}}, "src/auth.ts", true},
+      {{{"path", "src/auth.ts"}, {"url", "https://x.org"}}, "src/auth.ts; url: https://x.org", true},
+      // A command beside a path is shown too (the human approved `rm -rf src` seeing README.md).
+      {{{"path", "README.md"}, {"argv", {"rm", "-rf", "src"}}}, "README.md; argv: rm -rf src", true},
       {{{"file", "a.txt"}}, "a.txt", true},
       {{{"filePath", "/abs/b.md"}}, "/abs/b.md", true},
-      {{{"query", "q"}, {"url", "https://x.org/a"}}, "https://x.org/a", false},
+      {{{"query", "q"}, {"url", "https://x.org/a"}}, "https://x.org/a; query: q", false},
       {{{"command", "git status"}}, "git status", false},
       {{{"argv", {"git", "commit", "-m", "fix it", "it's"}}}, "git commit -m 'fix it' 'it'\\''s'", false},
       {{{"command", {"ls", "-la", "a;b"}}}, "ls -la 'a;b'", false},
-      {{{"query", "select"}, {"pattern", "p"}}, "select", false},
+      {{{"query", "select"}, {"pattern", "p"}}, "select; pattern: p", false},
       {{{"pattern", "TODO"}}, "TODO", false},
       {{{"ms", 5}, {"text", "hi"}}, "text=hi", false},
       {{{"ms", 5}}, "", false},
@@ -113,7 +115,7 @@ TEST_CASE("approve mode shows the subject DESIGN names, in its order", "[policy]
   for (const row& r : rows) {
     INFO(r.input.dump());
     call_subject s = approval_subject(r.input);
-    CHECK(s.text == r.text);
+    CHECK(s.whole() == r.text);
     CHECK(s.is_path == r.is_path);
   }
 }
