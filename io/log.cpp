@@ -10,11 +10,36 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "policy/text.hpp"
+
 namespace dhara::io {
+namespace {
+
+// The terminal's sink: a message quoting an extension (its error message, a tool name, its
+// stderr's tail) reaches the terminal a prompt is on. Its escape sequences are shown as '?',
+// so it cannot clear the screen and draw a prompt of its own over a pending one.
+class terminal_safe_sink final : public spdlog::sinks::sink {
+ public:
+  explicit terminal_safe_sink(spdlog::sink_ptr inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    const std::string payload = policy::terminal_safe_lines({msg.payload.data(), msg.payload.size()});
+    spdlog::details::log_msg safe = msg;
+    safe.payload = payload;
+    inner_->log(safe);
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override { inner_->set_formatter(std::move(formatter)); }
+
+ private:
+  spdlog::sink_ptr inner_;
+};
+
+}  // namespace
 
 void init_logging(const std::string& dhara_home, bool verbose) {
   std::vector<spdlog::sink_ptr> sinks;
-  auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto err = std::make_shared<terminal_safe_sink>(std::make_shared<spdlog::sinks::stderr_sink_mt>());
   err->set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   err->set_pattern("dhara: %l: %v");
   sinks.push_back(err);

@@ -2,6 +2,7 @@
 #include "io/terminal.hpp"
 
 #include <fcntl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +48,9 @@ char terminal::key() {
 }
 
 char terminal::ask(std::string_view question) {
+  // Keys typed before the question is shown answer nothing: `yy` at one prompt approved the
+  // next one too, before it could be read.
+  ::tcflush(fd_, TCIFLUSH);
   say(question);
   char k = key();
   say(k ? std::string(1, k) + "\n" : std::string("\n"));

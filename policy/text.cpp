@@ -60,11 +60,60 @@ std::string_view json_type_name(const nlohmann::json& value) {
   return "unknown";
 }
 
-std::string terminal_safe(std::string_view text) {
-  std::string out(text);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+namespace {
+
+// Code points a terminal acts on or that hide or reorder what is shown: C1 controls (0x9b is
+// an 8-bit CSI), zero-width characters, bidirectional overrides and isolates, line and
+// paragraph separators, the byte order mark.
+bool hidden_or_acting(char32_t c) {
+  return (c >= 0x80 && c <= 0x9f) || (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) ||
+         (c >= 0x2060 && c <= 0x2069) || c == 0xfeff;
+}
+
+std::string shown_safely(std::string_view text, bool keep_line_breaks) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* const end = p + text.size();
+  while (p < end) {
+    const unsigned char b = *p;
+    if (b < 0x80) {
+      const bool kept = (b >= 0x20 && b != 0x7f) || (keep_line_breaks && (b == '\n' || b == '\t'));
+      out += kept ? static_cast<char>(b) : '?';
+      ++p;
+      continue;
+    }
+    // A well-formed UTF-8 sequence is kept unless it encodes one of the above; any other
+    // byte is shown as '?' (a lone 0x9b is a CSI to a terminal not in UTF-8 mode).
+    const int n = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b <= 0xdf ? 2 : 0;
+    if (n == 0 || b > 0xf4 || end - p < n) {
+      out += '?';
+      ++p;
+      continue;
+    }
+    char32_t c = b & (0xff >> (n + 1));
+    bool ok = true;
+    for (int i = 1; i < n; ++i) {
+      if ((p[i] & 0xc0) != 0x80) ok = false;
+      c = (c << 6) | (p[i] & 0x3f);
+    }
+    const bool overlong = (n == 3 && c < 0x800) || (n == 4 && c < 0x10000);
+    if (!ok || overlong || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+      out += '?';
+      ++p;
+      continue;
+    }
+    if (hidden_or_acting(c)) out += '?';
+    else out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+    p += n;
+  }
   return out;
 }
+
+}  // namespace
+
+std::string terminal_safe(std::string_view text) { return shown_safely(text, false); }
+
+std::string terminal_safe_lines(std::string_view text) { return shown_safely(text, true); }
 
 }  // namespace dhara::policy

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <set>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "policy/decision.hpp"
@@ -51,4 +53,29 @@ TEST_CASE("every error code, verdict and decider has a distinct name", "[policy]
   CHECK(to_string(decider::trusted_author) == "trusted-author");
   CHECK(to_string(decider::yolo) == "yolo");
   CHECK(to_string(decider::failure) == "failure");
+}
+
+TEST_CASE("text shown on a terminal acts on nothing and hides nothing", "[policy][text]") {
+  struct row {
+    std::string in, out;
+  };
+  const std::vector<row> rows = {
+      {"plain words, ünïcode and 日本語 stay", "plain words, ünïcode and 日本語 stay"},
+      {"\x1b[2J\x1b[Hfake\rApprove? (y/n/q) ", "?[2J?[Hfake?Approve? (y/n/q) "},  // C0: escape, return
+      {"a\x7f" "b\tc\nd", "a?b?c?d"},
+      {"\xc2\x9b" "2J", "?2J"},                                  // C1: the 8-bit CSI
+      {"\x9b" "2J and \xff\xfe", "?2J and ??"},                  // bytes that are not UTF-8
+      {"evil\xe2\x80\xae" "txt.exe", "evil?txt.exe"},             // U+202E right-to-left override
+      {"a\xe2\x81\xa6" "b\xe2\x81\xa9", "a?b?"},                  // U+2066/U+2069 isolates
+      {"zero\xe2\x80\x8bwidth\xef\xbb\xbf", "zero?width?"},        // U+200B, U+FEFF
+      {"line\xe2\x80\xa8sep", "line?sep"},                       // U+2028
+      {"\xe0\x80\xaf overlong, \xed\xa0\x80 surrogate", "??? overlong, ??? surrogate"},
+      {"cut \xe2\x80", "cut ??"},
+  };
+  for (const row& r : rows) {
+    INFO(r.in);
+    CHECK(terminal_safe(r.in) == r.out);
+  }
+  // dhara's own messages keep their line breaks and tabs, nothing else.
+  CHECK(terminal_safe_lines("one\n\ttwo\x1b]0;title\x07\r") == "one\n\ttwo?]0;title??");
 }
