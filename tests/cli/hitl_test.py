@@ -144,6 +144,19 @@ def test_an_extensions_words_reach_the_terminal_without_their_escape_sequences()
         h.close()
 
 
+def test_keys_typed_before_a_prompt_is_shown_answer_nothing():
+    # `yy` at the first prompt approved the second call too, before it was shown (a review).
+    h = Home()
+    try:
+        calls = h.calls([{"tool": "read", "input": {"path": "src/auth.ts"}}, {"tool": "read", "input": {"path": "src/auth.ts"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["yy", "n"])
+        assert shown.count("Approve? (y/n/q) ") == 2, shown
+        assert code == 3, (code, shown)  # the second call rejected
+        assert [l["status"] for l in lines] == ["ok", "rejected"], lines
+    finally:
+        h.close()
+
+
 def test_approve_no_returns_a_rejection_and_audits_it():
     h = Home()
     try:
