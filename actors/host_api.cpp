@@ -1,7 +1,9 @@
 // The host API actor (see host_api.hpp).
 #include "actors/host_api.hpp"
 
+#include <atomic>
 #include <functional>
+#include <memory>
 
 #include <caf/all.hpp>
 
@@ -221,8 +223,27 @@ worker_actor::behavior_type worker(worker_actor::pointer self, job work) {
   }};
 }
 
+// At most this many host operations of one extension are in flight (checked or running);
+// more are refused at once. Each allowed operation runs on a thread of its own and may hold up to
+// 16 MiB (a file read): a flood of them made ~1 000 threads, ran dhara out of threads (an
+// unhandled exception ended the host API) or out of memory (4.4 GiB at 100 reads).
+constexpr int max_in_flight_per_extension = 16;
+
+// Holds one place of an extension's allowance until the request is answered.
+class in_flight_place {
+ public:
+  explicit in_flight_place(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) {}
+  ~in_flight_place() { count_->fetch_sub(1, std::memory_order_relaxed); }
+  in_flight_place(const in_flight_place&) = delete;
+  in_flight_place& operator=(const in_flight_place&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<int>> count_;
+};
+
 struct host_state {
   config_ptr cfg;  // shared with the workers, which may outlive a request
+  std::map<std::string, std::shared_ptr<std::atomic<int>>> in_flight;  // per extension
   // The checker's answers and the workers' results, matched by ticket (call_replies.hpp): many
   // host requests may be out at once, and CAF 0.17 would search a list of `request`s for each.
   call_replies replies;
@@ -232,10 +253,17 @@ struct host_state {
 using host_ptr = host_api_actor::stateful_pointer<host_state>;
 
 // Runs an allowed operation on a worker of its own; its result, or why none came, answers rp.
-void run_on_worker(host_ptr self, job work, caf::typed_response_promise<call_result> rp) {
-  auto w = self->spawn<caf::detached>(worker, std::move(work));
+void run_on_worker(host_ptr self, job work, caf::typed_response_promise<call_result> rp,
+                   std::shared_ptr<in_flight_place> place) {
+  worker_actor w;
+  try {
+    w = self->spawn<caf::detached>(worker, std::move(work));
+  } catch (const std::exception& e) {  // no thread to be had (a process limit): refused, not lost
+    rp.deliver(call_error(io::rpc_error::tool_error, std::string("the host operation could not start: ") + e.what()));
+    return;
+  }
   const std::uint64_t ticket =
-      self->state.replies.expect_result(self, w, [self, rp](call_result* done, const caf::error& lost) mutable {
+      self->state.replies.expect_result(self, w, [self, rp, place](call_result* done, const caf::error& lost) mutable {
         if (done) rp.deliver(std::move(*done));
         else rp.deliver(call_error(io::rpc_error::tool_error, "the host operation failed: " + self->system().render(lost)));
       });
@@ -263,10 +291,25 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             return rp;
           }
           plan p = std::move(std::get<plan>(planned));
+          // Operations only: a query (host/check) runs on no thread of its own.
+          std::shared_ptr<in_flight_place> place;
+          if (!p.query) {
+            auto& count = self->state.in_flight[r.extension];
+            if (!count) count = std::make_shared<std::atomic<int>>(0);
+            if (count->load(std::memory_order_relaxed) >= max_in_flight_per_extension) {
+              rp.deliver(call_error(io::rpc_error::tool_error,
+                                    r.method + ": " + std::to_string(max_in_flight_per_extension) +
+                                        " host operations of this extension are in flight already; send the next "
+                                        "when one is answered"));
+              return rp;
+            }
+            count->fetch_add(1, std::memory_order_relaxed);
+            place = std::make_shared<in_flight_place>(count);
+          }
           check_batch batch{r.extension, r.method, r.tool_call_id, self->state.cfg->session, p.checks};
           batch.opens_paths = true;
           batch.ticket = self->state.replies.expect_check(
-              self, checker, [self, rp, p](check_outcome* o, const caf::error& lost) mutable {
+              self, checker, [self, rp, p, place](check_outcome* o, const caf::error& lost) mutable {
                 if (o == nullptr) {
                   rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(lost),
                                         json{{"reason", "checker failure"}}));
@@ -283,7 +326,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
                                         json{{"capability", o->capability}, {"reason", o->reason}}));
                   return;
                 }
-                run_on_worker(self, p.make_job(*o), rp);
+                run_on_worker(self, p.make_job(*o), rp, place);
               });
           self->send(checker, check_atom::value, std::move(batch));
           return rp;

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io/files.hpp"
+#include "io/host_ops.hpp"
 #include "io/path_resolver.hpp"
 #include "io/permissions_file.hpp"
 #include "policy/path_rules.hpp"
@@ -172,6 +173,7 @@ void extension_host::start() {
 
   const char* path_env = std::getenv("PATH");
   interpreter_cache interpreters(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  io::allow_spawns();
   actors::host_api_config host_cfg;
   host_cfg.checker = checkers_.front();  // host requests are rare next to tool calls
   host_cfg.session = options_.session_id.empty() ? "session-" + std::to_string(::getpid()) : options_.session_id;
@@ -473,6 +475,9 @@ void extension_host::shutdown() {
     for (auto& [name, sup] : supervisors_) pending.push_back(self->request(sup, bound, actors::shutdown_atom::value));
     for (auto& h : pending) h.receive([](bool) {}, [](caf::error&) {});
   }
+  // No extension is left to ask for a spawn; what one started ends with the session (a spawn
+  // of `sleep` kept dhara from exiting until its timeout).
+  io::end_running_spawns();
   loop_->stop(policy_.settings.kill_grace_ms);
   supervisors_.clear();
   // The checker and the audit writer end last, so every entry of this session is written.

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -1058,6 +1059,57 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
 // ---------------------------------------------------------------------------------------
 // Processes
 
+namespace {
+
+// The process groups of the spawns running now, so that a session's end ends them: a spawn
+// of `sleep` kept dhara from exiting after `shutdown` until its timeout (up to 24 h).
+struct running_spawns {
+  std::mutex mutex;
+  std::set<pid_t> groups;
+  bool ended = false;  // end_running_spawns() was called: a spawn started now is ended at once
+};
+
+running_spawns& spawns() {
+  static running_spawns* s = new running_spawns;  // never destroyed: workers may outlive main
+  return *s;
+}
+
+// Registers a started child's group for its lifetime (until just before it is reaped, while
+// its pid still names it).
+class running_spawn {
+ public:
+  explicit running_spawn(pid_t pid) : pid_(pid) {
+    std::lock_guard lock(spawns().mutex);
+    spawns().groups.insert(pid_);
+    if (spawns().ended) ::kill(-pid_, SIGKILL);
+  }
+  ~running_spawn() { forget(); }
+  void forget() {
+    if (pid_ < 0) return;
+    std::lock_guard lock(spawns().mutex);
+    spawns().groups.erase(pid_);
+    pid_ = -1;
+  }
+  running_spawn(const running_spawn&) = delete;
+  running_spawn& operator=(const running_spawn&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+}  // namespace
+
+void allow_spawns() {
+  std::lock_guard lock(spawns().mutex);
+  spawns().ended = false;
+}
+
+void end_running_spawns() {
+  std::lock_guard lock(spawns().mutex);
+  spawns().ended = true;
+  for (pid_t group : spawns().groups) ::kill(-group, SIGKILL);
+}
+
 policy::result<json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
                                    std::uint64_t timeout_ms, std::size_t max_output,
                                    const std::vector<std::string>& env) {
@@ -1119,6 +1171,7 @@ policy::result<json> process_spawn(const std::vector<std::string>& argv, const s
                                                ": the program or the working directory does not exist");
       return make_error(errc::resolve_failed, "cannot run '" + argv[0] + "': " + errno_text(rc));
     }
+    running_spawn registered(pid);
     out_write.reset();  // only the child holds the write ends now, so EOF means it closed them
     err_write.reset();
     ::fcntl(out_pipe.fd.get(), F_SETFL, O_NONBLOCK);
@@ -1162,6 +1215,7 @@ policy::result<json> process_spawn(const std::vector<std::string>& argv, const s
     // Whatever happened, nothing of the group outlives the call. The child has not been
     // reaped yet, so -pid still names its group and no unrelated process.
     ::kill(-pid, SIGKILL);
+    registered.forget();  // before the reap frees the pid for reuse
     int status = 0;
     pid_t reaped = -1;
     do {

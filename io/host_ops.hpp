@@ -105,6 +105,13 @@ policy::result<nlohmann::json> net_fetch(const std::string& url, std::string_vie
                                          const nlohmann::json& headers, std::string_view body,
                                          const policy::domain_rules& rules, const fetch_limits& limits);
 
+/// Kills the process group of every spawn running now, and of any started after: called at a
+/// session's end, so that no spawn keeps dhara (or itself) running past it.
+void end_running_spawns();
+
+/// Spawns run again (a new session in the same process, as in tests).
+void allow_spawns();
+
 /// Runs `argv` (argv[0] absolute, already checked; no shell, no PATH search) in `cwd` (empty:
 /// dhara's own) with exactly `env` ("NAME=value" entries) and stdin from /dev/null →
 /// {exitCode, signal, stdout, stderr, truncated, timedOut}. `exitCode` is null and `signal` a

@@ -1490,6 +1490,82 @@ def test_programs_an_extension_has_dhara_spawn_run_in_its_sandbox():
         h.close()
 
 
+FIRE_AND_FORGET = r"""
+import json, sys
+# Asks dhara to spawn a long sleep and answers its own call at once, without waiting.
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": "0.1.0", "name": "fire", "version": "1.0.0",
+                  "tools": [{"name": t, "description": t, "parameters": {}} for t in ("fire", "flood")]}
+    elif msg["method"] == "tools/execute" and msg["params"]["toolName"] == "fire":
+        print(json.dumps({"jsonrpc": "2.0", "id": "h1", "method": "host/process/spawn",
+                          "params": {"argv": ["sleep", "41.4142"], "timeoutMs": 120000}}), flush=True)
+        result = {"content": [{"type": "text", "text": "sent"}]}
+    elif msg["method"] == "tools/execute":  # flood: 40 spawns at once, then their answers
+        for i in range(40):
+            print(json.dumps({"jsonrpc": "2.0", "id": f"f{i}", "method": "host/process/spawn",
+                              "params": {"argv": ["sleep", "1.5"]}}), flush=True)
+        answers = {}
+        while len(answers) < 40:
+            m = json.loads(sys.stdin.readline())
+            if str(m.get("id", "")).startswith("f"):
+                answers[m["id"]] = "ok" if "result" in m else m["error"]["message"]
+        result = {"content": [{"type": "text", "text": json.dumps(answers)}]}
+    else:
+        result = {"status": "ok"}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+def sleepers(marker):
+    """The processes whose command line holds `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline").read():
+                found.append(pid)
+        except OSError:
+            pass  # ended meanwhile
+    return found
+
+
+def test_a_spawn_still_running_ends_with_the_session():
+    # A spawn kept dhara running past the end of its batch (or serve's shutdown) until its
+    # timeout, and outlived it when dhara was killed (a review).
+    if not need("Landlock and seccomp", landlock_abi() >= 1 and has_seccomp()):
+        return
+    h = Home()
+    try:
+        ext = os.path.join(h.dh, "extensions", "fire")
+        os.makedirs(ext)
+        h.put(os.path.join(ext, "main.py"), FIRE_AND_FORGET)
+        h.json(os.path.join(ext, "manifest.json"), {
+            "name": "fire", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
+            "capabilities": ["process:spawn"], "process": {"commands": ["sleep"]}})
+        perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+        perms["fire"] = {"version": "1.0.0", "capabilities": {"process:spawn": "approved"}}
+        h.json(os.path.join(h.dh, "permissions.json"), perms)
+        started = time.monotonic()
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                           input='{"tool": "fire"}\n', capture_output=True, text=True, timeout=100)
+        took = time.monotonic() - started
+        assert json.loads(p.stdout)["result"]["content"][0]["text"] == "sent", (p.stdout, p.stderr)
+        assert took < 30, f"dhara took {took:.1f} s to end with a spawn running"
+        assert not sleepers("41.4142"), "the spawn outlived the session"
+        # A flood of requests: 16 in flight at most, the rest refused at once (each ran on a
+        # thread of its own: ~1 000 threads, then an exception that ended the host API).
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                           input='{"tool": "flood"}\n', capture_output=True, text=True, timeout=100)
+        answers = json.loads(json.loads(p.stdout)["result"]["content"][0]["text"])
+        refused = [a for a in answers.values() if "in flight already" in a]
+        assert list(answers.values()).count("ok") == 16 and len(refused) == 24, answers
+    finally:
+        h.close()
+
+
 SWAPPER = r"""
 import errno, json, os, sys
 # Two extensions of one session. `swapper` may write to the folder dhara makes its private
