@@ -36,6 +36,16 @@ struct url_parts {
   std::string_view path;  // from the first '/', '?' or '#' (may be empty)
 };
 
+// A host whose last label is a number is an IPv4 address to a client (WHATWG's "ends in a
+// number": `0x` is 0.0.0.0 to Node's fetch).
+bool ends_in_a_number(std::string_view host) {
+  const std::string_view last = host.substr(host.rfind('.') + 1);  // all of it without a dot
+  if (last.empty()) return false;
+  if (last.size() >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X'))
+    return std::all_of(last.begin() + 2, last.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // Splits `url` into `out` without allocating. Returns nullptr, or why the URL is refused: the
 // end of the sentence "the URL '<url>' …".
 const char* split_url(std::string_view url, url_parts& out) {
@@ -62,6 +72,13 @@ const char* split_url(std::string_view url, url_parts& out) {
     auto close = authority.find(']');
     if (close == std::string_view::npos) return "has an unclosed '['";
     host = authority.substr(1, close - 1);
+    // Brackets hold an IPv6 address and nothing else (a zone id, `%25eth0`, included).
+    char v6[65];
+    in6_addr parsed{};
+    if (host.empty() || host.size() >= sizeof v6) return "has no IPv6 address dhara can read in its brackets";
+    std::memcpy(v6, host.data(), host.size());
+    v6[host.size()] = '\0';
+    if (inet_pton(AF_INET6, v6, &parsed) != 1) return "has no IPv6 address dhara can read in its brackets";
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') return "has text after its IPv6 address";
@@ -70,6 +87,18 @@ const char* split_url(std::string_view url, url_parts& out) {
   } else if (auto c = authority.rfind(':'); c != std::string_view::npos) {
     host = authority.substr(0, c);
     port = authority.substr(c + 1);
+    // `http://127.0.0.1:80:80/` and `http://::1/`: a client reads such a host otherwise.
+    if (host.find(':') != std::string_view::npos) return "has a ':' in its host outside brackets";
+  }
+  if (!authority.starts_with('[')) {
+    // A name's bytes, as a client sends them to DNS: a client maps non-ASCII (fullwidth
+    // letters, circled digits, U+3002 as a dot) to ASCII first, so `ｌｏｃａｌｈｏｓｔ`
+    // would be checked as a public name and fetched as localhost.
+    for (char ch : host) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 0x80) return "has a host that is not ASCII; write an international name in its punycode (xn--) form";
+      if (!std::isalnum(c) && c != '-' && c != '.' && c != '_') return "has a character in its host that no host name holds";
+    }
   }
   if (!port.empty()) {
     unsigned value = 0;
@@ -81,6 +110,8 @@ const char* split_url(std::string_view url, url_parts& out) {
   }
   while (!host.empty() && host.back() == '.') host.remove_suffix(1);
   if (host.empty()) return "has no host";
+  if (!authority.starts_with('[') && ends_in_a_number(host) && !parse_ip_literal(host))
+    return "has a host that ends in a number but is no IPv4 address dhara can read";
   out.host = host;
   return nullptr;
 }
@@ -144,13 +175,13 @@ result<parsed_url> parse_url(std::string_view url) {
 
 std::optional<ip_address> parse_ip_literal(std::string_view host) {
   if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
-  if (host.empty() || host.size() > 64) return std::nullopt;
-  char buf[65];
-  std::memcpy(buf, host.data(), host.size());
-  buf[host.size()] = '\0';
+  if (host.empty()) return std::nullopt;
+  // No length cap: a resolver reads `000…0177.0.0.1`, with any number of zeros, as 127.0.0.1.
+  const std::string text(host);
+  const char* buf = text.c_str();
   ip_address ip;
   if (host.find(':') != std::string_view::npos) {
-    if (inet_pton(AF_INET6, buf, ip.bytes.data()) != 1) return std::nullopt;
+    if (host.size() > 64 || inet_pton(AF_INET6, buf, ip.bytes.data()) != 1) return std::nullopt;
     ip.v6 = true;
     static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
     if (std::memcmp(ip.bytes.data(), mapped, 12) == 0) {  // ::ffff:a.b.c.d is IPv4

@@ -125,3 +125,38 @@ TEST_CASE("localhost is allowed only when listed by name", "[policy][net]") {
   CHECK(check_url(rules, "http://localhost:3000/").allowed());
   CHECK_FALSE(check_url(rules, "http://127.0.0.1:3000/").allowed());
 }
+
+TEST_CASE("hosts a client reads as loopback are never taken for public names", "[policy][net]") {
+  // Found by a review: each was allowed as a public name, and curl or Node's fetch reached a
+  // loopback service with it.
+  const auto open = compile_domain_rules(std::nullopt);
+  struct row {
+    std::string url, reason_has;
+  };
+  const std::vector<row> rows = {
+      {"http://" + std::string(70, '0') + "177.0.0.1/", "loopback, private or link-local"},  // no length cap
+      {"http://0x" + std::string(70, '0') + "7f000001/", "loopback, private or link-local"},
+      {"http://\xef\xbd\x8c\xef\xbd\x8f\xef\xbd\x83\xef\xbd\x81\xef\xbd\x8c\xef\xbd\x88\xef\xbd\x8f\xef\xbd\x93\xef\xbd\x94/",
+       "not ASCII"},                                                  // fullwidth localhost
+      {"http://127\xe3\x80\x82" "0\xe3\x80\x82" "0\xe3\x80\x82" "1/", "not ASCII"},  // U+3002 as dots
+      {"http://0x:18080/", "ends in a number"},                     // 0.0.0.0 to WHATWG
+      {"http://0x.0x.0x.0x/", "ends in a number"},
+      {"http://example.0x/", "ends in a number"},
+      {"http://127.0.0.1:80:80/", "outside brackets"},
+      {"http://::1/", "outside brackets"},
+      {"http://[::f&ff:127.0.0.1]/", "no IPv6 address"},
+      {"http://a*b.example/", "no host name holds"},
+  };
+  for (const row& r : rows) {
+    INFO(r.url);
+    const decision d = check_url(open, r.url);
+    INFO(d.reason);
+    CHECK_FALSE(d.allowed());
+    CHECK(d.reason.find(r.reason_has) != std::string::npos);
+    if (r.reason_has != "loopback, private or link-local") CHECK_FALSE(parse_url(r.url));  // refused alike
+  }
+  // Names with digits, underscores and punycode stay names.
+  for (const char* ok : {"http://a1.example/", "http://_srv.example.com/", "http://xn--bcher-kva.example/",
+                         "http://example.com./", "http://[::ffff:8.8.8.8]/", "http://8.8.8.8/"})
+    CHECK(check_url(open, ok).allowed());
+}
