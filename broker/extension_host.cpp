@@ -399,6 +399,24 @@ void extension_host::ask_for_pending_capabilities() {
       spdlog::warn("no answer for {}: {}; its capabilities stay pending", e.manifest.name, answer.failure);
       continue;
     }
+    // Every answer is audited as the user's decision, before it is recorded: an answer whose
+    // entry cannot be written records nothing (it was saved with no entry when the trail was
+    // unwritable, and later sessions allowed what no line showed approved).
+    std::vector<policy::audit_entry> entries;
+    for (const auto& [list, allowed] : {std::pair{&answer.approved, true}, std::pair{&answer.denied, false}})
+      for (const std::string& cap : *list)
+        entries.push_back(policy::user_decision_entry(io::wall_clock_ms(), e.manifest.name, cap, allowed, "prompt",
+                                                      req.per_capability ? "capability" : "package",
+                                                      "denied by the user at the prompt"));
+    std::string unaudited;
+    self->request(audit_, caf::infinite, actors::append_atom::value, std::move(entries))
+        .receive([&](actors::audit_ack& ack) { unaudited = ack.error; },
+                 [&](caf::error& err) { unaudited = "the audit writer is gone: " + sys_.render(err); });
+    if (!unaudited.empty()) {
+      spdlog::error("cannot audit the answers for {}: {}; nothing was recorded, and its capabilities stay pending",
+                    e.manifest.name, unaudited);
+      continue;
+    }
     auto written = io::update_permissions(perms_path, [&](policy::permissions& p) -> policy::result<bool> {
       auto stamp = policy::format_timestamp(io::wall_clock_ms());
       for (const auto& [list, state] : {std::pair{&answer.approved, policy::permission_state::approved},
@@ -410,19 +428,11 @@ void extension_host::ask_for_pending_capabilities() {
       return true;
     });
     if (!written) {
-      spdlog::error("cannot record the answers for {}: {}", e.manifest.name, written.err().message);
+      spdlog::error("cannot record the answers for {}: {}; they were audited, but its capabilities stay pending",
+                    e.manifest.name, written.err().message);
       continue;
     }
     changed = true;
-    // Every answer is audited as the user's decision.
-    std::vector<policy::audit_entry> entries;
-    for (const auto& [list, allowed] : {std::pair{&answer.approved, true}, std::pair{&answer.denied, false}})
-      for (const std::string& cap : *list)
-        entries.push_back(policy::user_decision_entry(io::wall_clock_ms(), e.manifest.name, cap, allowed, "prompt",
-                                                      req.per_capability ? "capability" : "package",
-                                                      "denied by the user at the prompt"));
-    self->request(audit_, caf::infinite, actors::append_atom::value, std::move(entries))
-        .receive([](actors::audit_ack&) {}, [](caf::error&) {});
   }
   // Anonymous: an exit from `self` makes the approver unlink from it, locking `self` while
   // ~scoped_actor frees it on this thread (a race TSan reported in CI).

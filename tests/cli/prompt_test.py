@@ -18,7 +18,7 @@ import harness  # noqa: E402  (the shared runner beside this file)
 DHARA, EXTENSIONS = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
 
-def session(config, keys):
+def session(config, keys, prepare=None):
     """Runs `dhara run --calls` on a pty with fs-tool pending; answers each prompt with the
     next key. Returns (exit code, everything the terminal showed, permissions.json or None)."""
     root = tempfile.mkdtemp(prefix="dhara-prompt-")
@@ -33,6 +33,8 @@ def session(config, keys):
         if config:
             with open(os.path.join(dh, "config.json"), "w") as f:
                 json.dump(config, f)
+        if prepare:
+            prepare(dh)
         calls = os.path.join(root, "calls.jsonl")
         with open(calls, "w") as f:
             f.write('{"tool": "read", "input": {"path": "src/a.txt"}}\n')
@@ -54,7 +56,7 @@ def session(config, keys):
             if not chunk:
                 break
             shown += chunk
-            while pending and shown.count(b"Approve? (y/n)") > len(keys) - len(pending):
+            while pending and shown.count(b"Approve? (y/n") > len(keys) - len(pending):  # (y/n) or (y/n/q)
                 os.write(fd, pending.pop(0).encode())
         _, status = os.waitpid(pid, 0)
         perms_path = os.path.join(dh, "permissions.json")
@@ -84,6 +86,16 @@ def test_paranoid_one_prompt_per_capability_with_meaning():
     code, shown, perms = session({"security": {"level": "paranoid"}}, ["y"])
     assert "fs-tool v1.0.0 (dhara tests) requests filesystem:read — read files inside the allowed paths" in shown, shown
     assert code == 0, (code, shown)
+
+
+def test_an_answer_that_cannot_be_audited_records_nothing():
+    # With the trail unwritable, a `y` was saved all the same, with no entry: later sessions
+    # allowed what no line of the trail showed approved (a review).
+    # The capability stays pending, so the call asks again (answered n).
+    code, shown, perms = session(None, ["y", "n"], prepare=lambda dh: os.makedirs(os.path.join(dh, "audit.jsonl")))
+    assert "cannot audit the answers for fs-tool" in shown and "nothing was recorded" in shown, shown
+    assert perms is None or "fs-tool" not in perms, perms
+    assert code == 3 and "project text" not in shown, (code, shown)  # no decision without its entry
 
 
 def test_quit():
