@@ -1,6 +1,7 @@
 // The host API actor (see host_api.hpp).
 #include "actors/host_api.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -83,10 +84,26 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     if (!details.is_object()) return bad("details must be an object");
     plan out;
     out.query = true;
-    if (auto path = string_param(details, "path")) out.checks.push_back({*cap, subject_kind::path, *path, {}, "path"});
-    else if (auto url = string_param(details, "url")) out.checks.push_back({*cap, subject_kind::url, *url, {}, "url"});
-    else if (auto cmd = string_param(details, "command")) out.checks.push_back({*cap, subject_kind::command_string, *cmd, {}, "command"});
-    else out.checks.push_back({*cap, subject_kind::none, {}, {}, {}});
+    // A subject of the wrong shape is an error, not a question about the capability alone
+    // (`{argv: ["bash"]}` and `{path: 5}` were answered allowed, the spawn then denied).
+    auto strings = [](const json& a) {
+      return a.is_array() && !a.empty() && std::all_of(a.begin(), a.end(), [](const json& e) { return e.is_string(); });
+    };
+    if (details.contains("path")) {
+      if (!details["path"].is_string()) return bad("details.path must be a string");
+      out.checks.push_back({*cap, subject_kind::path, details["path"].get<std::string>(), {}, "path"});
+    } else if (details.contains("url")) {
+      if (!details["url"].is_string()) return bad("details.url must be a string");
+      out.checks.push_back({*cap, subject_kind::url, details["url"].get<std::string>(), {}, "url"});
+    } else if (details.contains("command") && details["command"].is_string()) {
+      out.checks.push_back({*cap, subject_kind::command_string, details["command"].get<std::string>(), {}, "command"});
+    } else if (details.contains("command") || details.contains("argv")) {
+      const json& a = details.contains("argv") ? details["argv"] : details["command"];
+      if (!strings(a)) return bad("details.argv (or command) must be a string or a non-empty array of strings");
+      out.checks.push_back({*cap, subject_kind::argv, {}, a.get<std::vector<std::string>>(), "argv"});
+    } else {
+      out.checks.push_back({*cap, subject_kind::none, {}, {}, {}});
+    }
     return out;
   }
   if (r.method == "host/fs/read" || r.method == "host/fs/list") {
@@ -164,6 +181,8 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       if (!a.is_string()) return bad("every argv element must be a string");
       argv.push_back(a.get<std::string>());
     }
+    if (argv.front().empty()) return bad("argv[0] is empty; give the program to run");
+    if (p.contains("cwd") && !p["cwd"].is_string()) return bad("cwd must be a string, the folder to run in");
     // Relative to the session's folder; and a relative program path is taken from where it
     // runs, so the check and the spawn see one file (the check located it from the session's
     // folder, the spawn from `cwd`: an extension's own script ran as "/usr/bin/git").
@@ -208,6 +227,29 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     return out;
   }
   return call_error(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
+}
+
+// Why a request's subjects are too large to be checked, or "". Each is written into its audit
+// line whole: paths of megabytes rotated the kept audit files away in seconds, an extension's
+// own denial with them (a review). Nothing real is this long: PATH_MAX is 4096, and Linux takes
+// at most 128 KiB an argument.
+std::string oversized(const plan& p) {
+  constexpr std::size_t max_path = 4096, max_url = 8192, max_argv = 128 * 1024, max_args = 4096;
+  for (const policy::gate_check& c : p.checks) {
+    const std::size_t n = c.subject.size();
+    if (c.kind == policy::subject_kind::path && n > max_path)
+      return "the path is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
+    if (c.kind == policy::subject_kind::url && n > max_url)
+      return "the URL is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_url) + " dhara checks";
+    if (c.kind == policy::subject_kind::command_string && n > max_argv)
+      return "the command is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_argv) + " a command may have";
+    std::size_t total = 0;
+    for (const std::string& a : c.argv) total += a.size() + 1;
+    if (c.argv.size() > max_args || total > max_argv)
+      return "the argv has " + std::to_string(c.argv.size()) + " arguments of " + std::to_string(total) +
+             " bytes, over the " + std::to_string(max_args) + " arguments and " + std::to_string(max_argv) + " bytes dhara spawns";
+  }
+  return {};
 }
 
 // Runs one blocking operation on its own detached thread, then ends. Its result goes back with
@@ -291,6 +333,10 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             return rp;
           }
           plan p = std::move(std::get<plan>(planned));
+          if (std::string why = oversized(p); !why.empty()) {
+            rp.deliver(call_error(io::rpc_error::invalid_params, r.method + ": " + why));
+            return rp;
+          }
           // Operations only: a query (host/check) runs on no thread of its own.
           std::shared_ptr<in_flight_place> place;
           if (!p.query) {

@@ -381,6 +381,26 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   CHECK(check["result"]["reason"].is_string());
   auto malformed = host_call(*this, host, "host/check", {{"capability", 7}});
   CHECK(malformed["error"]["code"] == -32602);
+  // A subject of the wrong shape is malformed, not a question about the capability alone
+  // (these were answered allowed); an argv is checked as the spawn checks it.
+  for (const json& details : {json{{"path", 5}}, json{{"url", {"a"}}}, json{{"argv", json::array()}}, json{{"command", {1}}}}) {
+    auto shaped = host_call(*this, host, "host/check", {{"capability", "process:spawn"}, {"details", details}});
+    CAPTURE(details.dump(), shaped.dump());
+    CHECK(shaped["error"]["code"] == -32602);
+  }
+  auto bash = host_call(*this, host, "host/check", {{"capability", "process:spawn"}, {"details", {{"argv", {"bash", "-c", "id"}}}}});
+  CHECK(bash["result"]["allowed"] == false);  // bash is not in process.commands
+  // Subjects no real path or URL reaches are refused before their check: each would be
+  // written into its audit line whole.
+  auto long_path = host_call(*this, host, "host/fs/read", {{"path", std::string(5000, 'a')}});
+  CHECK(long_path["error"]["code"] == -32602);
+  CHECK(long_path["error"]["message"].get<std::string>().find("over the 4096 a path may have") != std::string::npos);
+  auto long_url = host_call(*this, host, "host/check", {{"capability", "network:fetch"}, {"details", {{"url", "http://x/" + std::string(9000, 'a')}}}});
+  CHECK(long_url["error"]["code"] == -32602);
+  auto empty_program = host_call(*this, host, "host/process/spawn", {{"argv", {""}}});
+  CHECK(empty_program["error"]["code"] == -32602);
+  auto numeric_cwd = host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "hi"}}, {"cwd", 5}});
+  CHECK(numeric_cwd["error"]["code"] == -32602);
   auto env = host_call(*this, host, "host/env/get", {{"name", "HOME"}});
   CHECK(env["error"]["code"] == -32002);  // secrets:env not declared
   auto unknown = host_call(*this, host, "host/nope", json::object());
