@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <chrono>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "io/permissions_file.hpp"
 #include "policy/path_rules.hpp"
 #include "policy/sandbox_profile.hpp"
+#include "policy/text.hpp"
 #include "policy/tool_gate.hpp"
 #include "sandbox/launcher.hpp"
 
@@ -283,10 +285,21 @@ void extension_host::start() {
     for (const json& t : info.tools) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
       std::string tool = t["name"].get<std::string>();
-      auto required = policy::tool_required_capabilities(declared, t);
+      // A tool's name is shown on the terminal and written into the trail: letters, digits,
+      // '_', '-' and '.' only (a name with escape sequences retitled the window and drew over
+      // the line above at every session).
+      const bool plain_name = !tool.empty() && tool.size() <= 128 && std::all_of(tool.begin(), tool.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      });
+      auto required = plain_name ? policy::tool_required_capabilities(declared, t)
+                                 : policy::result<policy::capability_set>(policy::make_error(
+                                       policy::errc::invalid_value,
+                                       "its name holds characters other than letters, digits, '_', '-' and '.', or is "
+                                       "longer than 128 bytes"));
       if (!required) {
         // A tool may not use more than its extension declares: refused at load, audited.
-        std::string reason = "tool '" + tool + "' is refused: " + required.err().message;
+        const std::string shown = plain_name ? tool : policy::terminal_safe(tool);
+        std::string reason = "tool '" + shown + "' is refused: " + required.err().message;
         refused_[info.name + "/" + tool] = reason;
         policy::audit_entry e;
         e.timestamp_ms = io::wall_clock_ms();
@@ -295,7 +308,7 @@ void extension_host::start() {
         e.action = policy::audit_action::denied;
         e.reason = reason;
         e.decided_by = policy::decider::rule;
-        e.tool = tool;
+        e.tool = shown;
         refusals.push_back(std::move(e));
         spdlog::warn("extension {}: {}", info.name, reason);
         continue;

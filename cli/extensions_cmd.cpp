@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/session.hpp"
+#include "policy/text.hpp"
 
 namespace dhara::cli {
 
@@ -77,14 +78,17 @@ int extensions_list(const global_options& g, bool as_json) {
   for (const auto& info : s->host->extensions()) {
     std::string reason;
     std::string state = state_of(info, reason);
+    // What an extension said (its version, tools, errors) is shown without its escape sequences.
     std::string tools;
-    for (const std::string& t : tool_names(info)) tools += (tools.empty() ? "" : ", ") + t;
-    std::printf("%-24s %-10s %-8s %s\n", info.name.c_str(), info.version.c_str(), state.c_str(), tools.c_str());
-    if (!reason.empty()) std::printf("%-24s reason: %s\n", "", reason.c_str());
+    for (const std::string& t : tool_names(info)) tools += (tools.empty() ? "" : ", ") + policy::terminal_safe(t);
+    std::printf("%-24s %-10s %-8s %s\n", policy::terminal_safe(info.name).c_str(),
+                policy::terminal_safe(info.version).c_str(), state.c_str(), tools.c_str());
+    if (!reason.empty()) std::printf("%-24s reason: %s\n", "", policy::terminal_safe(reason).c_str());
     for (const auto& [key, why] : s->host->refused_tools())
-      if (key.rfind(info.name + "/", 0) == 0) std::printf("%-24s %s\n", "", why.c_str());
+      if (key.rfind(info.name + "/", 0) == 0) std::printf("%-24s %s\n", "", policy::terminal_safe(why).c_str());
   }
-  for (const auto& sk : s->host->skipped()) std::printf("skipped %s: %s\n", sk.folder.c_str(), sk.reason.c_str());
+  for (const auto& sk : s->host->skipped())
+    std::printf("skipped %s: %s\n", policy::terminal_safe(sk.folder).c_str(), policy::terminal_safe(sk.reason).c_str());
   return 0;
 }
 
