@@ -4,9 +4,11 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 namespace dhara::policy {
 namespace {
@@ -34,7 +36,16 @@ struct url_parts {
   std::string_view host;  // no brackets, no trailing dot, not empty
   std::uint16_t port = 0;
   std::string_view path;  // from the first '/', '?' or '#' (may be empty)
+  std::optional<ip_address> ip;  // the host read as an IP literal: bracketed, or ending in a number
 };
+
+// The bytes a host name may hold: ASCII letters, digits, '-', '.', '_'.
+constexpr std::array<bool, 256> name_bytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c)
+    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+  return t;
+}();
 
 // A host whose last label is a number is an IPv4 address to a client (WHATWG's "ends in a
 // number": `0x` is 0.0.0.0 to Node's fetch).
@@ -73,12 +84,8 @@ const char* split_url(std::string_view url, url_parts& out) {
     if (close == std::string_view::npos) return "has an unclosed '['";
     host = authority.substr(1, close - 1);
     // Brackets hold an IPv6 address and nothing else (a zone id, `%25eth0`, included).
-    char v6[65];
-    in6_addr parsed{};
-    if (host.empty() || host.size() >= sizeof v6) return "has no IPv6 address dhara can read in its brackets";
-    std::memcpy(v6, host.data(), host.size());
-    v6[host.size()] = '\0';
-    if (inet_pton(AF_INET6, v6, &parsed) != 1) return "has no IPv6 address dhara can read in its brackets";
+    out.ip = host.find(':') != std::string_view::npos ? parse_ip_literal(host) : std::nullopt;
+    if (!out.ip) return "has no IPv6 address dhara can read in its brackets";
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') return "has text after its IPv6 address";
@@ -96,8 +103,9 @@ const char* split_url(std::string_view url, url_parts& out) {
     // would be checked as a public name and fetched as localhost.
     for (char ch : host) {
       const auto c = static_cast<unsigned char>(ch);
+      if (name_bytes[c]) continue;
       if (c >= 0x80) return "has a host that is not ASCII; write an international name in its punycode (xn--) form";
-      if (!std::isalnum(c) && c != '-' && c != '.' && c != '_') return "has a character in its host that no host name holds";
+      return "has a character in its host that no host name holds";
     }
   }
   if (!port.empty()) {
@@ -110,8 +118,10 @@ const char* split_url(std::string_view url, url_parts& out) {
   }
   while (!host.empty() && host.back() == '.') host.remove_suffix(1);
   if (host.empty()) return "has no host";
-  if (!authority.starts_with('[') && ends_in_a_number(host) && !parse_ip_literal(host))
-    return "has a host that ends in a number but is no IPv4 address dhara can read";
+  if (!authority.starts_with('[') && ends_in_a_number(host)) {
+    out.ip = parse_ip_literal(host);
+    if (!out.ip) return "has a host that ends in a number but is no IPv4 address dhara can read";
+  }
   out.host = host;
   return nullptr;
 }
@@ -177,8 +187,17 @@ std::optional<ip_address> parse_ip_literal(std::string_view host) {
   if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
   if (host.empty()) return std::nullopt;
   // No length cap: a resolver reads `000…0177.0.0.1`, with any number of zeros, as 127.0.0.1.
-  const std::string text(host);
-  const char* buf = text.c_str();
+  // A usual host is copied on the stack, a longer one to the heap.
+  char small[65];
+  std::string large;
+  const char* buf = small;
+  if (host.size() < sizeof small) {
+    std::memcpy(small, host.data(), host.size());
+    small[host.size()] = '\0';
+  } else {
+    large.assign(host);
+    buf = large.c_str();
+  }
   ip_address ip;
   if (host.find(':') != std::string_view::npos) {
     if (host.size() > 64 || inet_pton(AF_INET6, buf, ip.bytes.data()) != 1) return std::nullopt;
@@ -251,7 +270,7 @@ decision check_url(const domain_rules& rules, std::string_view url) {
     large = lower(parts.host);
     host = large;
   }
-  if (auto ip = parse_ip_literal(host)) {
+  if (const std::optional<ip_address>& ip = parts.ip) {
     std::string canonical = ip->to_string();
     bool listed = std::find(rules.exact.begin(), rules.exact.end(), canonical) != rules.exact.end();
     if (listed) return {verdict_kind::allow, {}, decider::rule, {}};
