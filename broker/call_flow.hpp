@@ -80,7 +80,7 @@ void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> s
   q.extension = spec->tool.extension;
   q.tool = spec->tool.name;
   q.tool_call_id = spec->call.tool_call_id;
-  q.subject = policy::approval_subject(spec->call.input).text;
+  q.subject = policy::approval_subject(spec->call.input).whole();
   q.status = r.result.is_object() && r.result.value("isError", false) ? "error" : "ok";
   q.shown = shown_result(r, 20, 160);
   q.result = r.result;
@@ -88,9 +88,18 @@ void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> s
   self->request(approver, caf::infinite, actors::question_atom::value, std::move(q))
       .then(
           [self, &host, spec, result, done](actors::hitl_answer& a) mutable {
+            // Every answer is audited (a `y` and a `q` were not), and released once written.
             if (a.decision == actors::hitl_decision::allow || a.decision == actors::hitl_decision::always)
-              return done(call_outcome{std::move(*result), false, false});
-            if (a.decision == actors::hitl_decision::quit) return done(call_outcome{std::move(*result), false, true});
+              return audit_then(self, host, human_decision_entry(*spec, "review", true, ""),
+                                [result, done](const std::string& error) mutable {
+                                  if (!error.empty()) return done(denied_by_audit(error));
+                                  done(call_outcome{std::move(*result), false, false});
+                                });
+            if (a.decision == actors::hitl_decision::quit)
+              return audit_then(self, host, human_decision_entry(*spec, "review", false, "the user quit"),
+                                [result, done](const std::string&) mutable {
+                                  done(call_outcome{std::move(*result), false, true});  // quits all the same
+                                });
             std::string why = a.decision == actors::hitl_decision::deny ? "result rejected by reviewer"
                                                                        : "result rejected: " + a.failure;
             audit_then(self, host, human_decision_entry(*spec, "review", false, why), [why, done](const std::string& error) mutable {
@@ -152,7 +161,11 @@ void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<ca
           [self, &host, spec, approver, done](actors::hitl_answer& a) mutable {
             using actors::hitl_decision;
             if (a.decision == hitl_decision::quit)
-              return done(call_outcome{actors::call_error(io::rpc_error::cancelled, "cancelled: the user quit"), false, true});
+              return audit_then(self, host, human_decision_entry(*spec, "approve", false, "the user quit"),
+                                [done](const std::string&) mutable {  // quits all the same
+                                  done(call_outcome{actors::call_error(io::rpc_error::cancelled, "cancelled: the user quit"),
+                                                    false, true});
+                                });
             bool yes = a.decision == hitl_decision::allow || a.decision == hitl_decision::always;
             // A lost prompt is a no (fail closed), with the reason.
             std::string why = yes ? std::string() : a.decision == hitl_decision::deny ? "rejected by user"

@@ -227,6 +227,8 @@ def test_approve_quit_cancels_in_flight_calls_and_exits_130():
         assert got[2]["status"] == "cancelled" and "quit" in got[2]["error"]["message"], got
         assert got[3]["status"] == "cancelled" and got[3]["error"]["message"] == "not run: the user quit", got
         assert "(you quit)" in shown, shown
+        answers = [(e["action"], e.get("reason")) for e in h.audit() if e["details"].get("prompt") == "approve"]
+        assert answers == [("allowed", None), ("denied", "the user quit")], answers  # the q is audited too
     finally:
         h.close()
 
@@ -283,8 +285,11 @@ def test_review_shows_the_result_and_no_marks_it_rejected():
         assert got[1]["status"] == "rejected", got
         assert got[1]["result"]["content"][0]["text"] == "result rejected by reviewer", got
         assert got[2]["status"] == "ok" and got[2]["result"]["content"][0]["text"] == "keep me", got
-        denied = [e for e in h.audit() if "prompt" in e["details"]]
-        assert [(e["action"], e["reason"]) for e in denied] == [("denied", "result rejected by reviewer")], denied
+        # Both answers are audited, the `y` too (it was not).
+        answers = [e for e in h.audit() if "prompt" in e["details"]]
+        assert [(e["action"], e.get("reason")) for e in answers] == [("denied", "result rejected by reviewer"),
+                                                                     ("allowed", None)], answers
+        assert all(e["details"]["prompt"] == "review" and e["decidedBy"] == "user" for e in answers), answers
     finally:
         h.close()
 
@@ -297,6 +302,8 @@ def test_review_quit_exits_130():
         assert code == 130, (code, shown)
         got = by_id(lines)
         assert got[1]["status"] == "ok" and got[2]["status"] == "cancelled", got
+        quits = [e for e in h.audit() if e["details"].get("prompt") == "review"]
+        assert [(e["action"], e["reason"]) for e in quits] == [("denied", "the user quit")], quits  # audited too
     finally:
         h.close()
 
