@@ -48,6 +48,16 @@ class Home:
             f.write("".join(json.dumps(c) + "\n" for c in lines))
         return path
 
+    def extension(self, name, source):
+        """Installs an extension of no capability whose main.py is `source`."""
+        ext = os.path.join(self.dh, "extensions", name)
+        os.makedirs(ext)
+        with open(os.path.join(ext, "main.py"), "w") as f:
+            f.write(source)
+        with open(os.path.join(ext, "manifest.json"), "w") as f:
+            json.dump({"name": name, "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
+                       "capabilities": []}, f)
+
     def audit(self):
         path = os.path.join(self.dh, "audit.jsonl")
         return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
@@ -125,13 +135,7 @@ def test_an_extensions_words_reach_the_terminal_without_their_escape_sequences()
     # prompt it cleared the screen and drew a prompt of its own (found by a review).
     h = Home()
     try:
-        ext = os.path.join(h.dh, "extensions", "shouter")
-        os.makedirs(ext)
-        with open(os.path.join(ext, "main.py"), "w") as f:
-            f.write(SHOUTER)
-        with open(os.path.join(ext, "manifest.json"), "w") as f:
-            json.dump({"name": "shouter", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-                       "capabilities": []}, f)
+        h.extension("shouter", SHOUTER)
         calls = h.calls([{"tool": "echo", "input": {"text": "hi"}}])
         p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], cwd=h.project, env=h.env,
                            capture_output=True, timeout=60)
@@ -163,13 +167,7 @@ for line in sys.stdin:
 def test_a_tool_named_with_escape_sequences_is_refused_and_shown_harmless():
     h = Home()
     try:
-        ext = os.path.join(h.dh, "extensions", "titler")
-        os.makedirs(ext)
-        with open(os.path.join(ext, "main.py"), "w") as f:
-            f.write(TITLER)
-        with open(os.path.join(ext, "manifest.json"), "w") as f:
-            json.dump({"name": "titler", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-                       "capabilities": []}, f)
+        h.extension("titler", TITLER)
         p = subprocess.run([DHARA, "extensions", "list"], cwd=h.project, env=h.env, capture_output=True, timeout=60)
         assert b"\x1b" not in p.stdout + p.stderr and b"\r" not in p.stdout + p.stderr, (p.stdout, p.stderr)
         out = p.stdout.decode()

@@ -194,6 +194,22 @@ class Home:
         perms["probe"]["capabilities"] = {c: "approved" for c in caps}
         self.json(os.path.join(self.dh, "permissions.json"), perms)
 
+    def extension(self, name, source, caps, **manifest):
+        """Installs an extension whose main.py is `source` (or, given as None, a copy of the
+        test extension `name`), with `caps` declared and approved and `manifest` merged in."""
+        ext = os.path.join(self.dh, "extensions", name)
+        if source is None:
+            shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "extensions", name), ext)
+            base = json.load(open(os.path.join(ext, "manifest.json")))
+        else:
+            os.makedirs(ext)
+            self.put(os.path.join(ext, "main.py"), source)
+            base = {"name": name, "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"}}
+        self.json(os.path.join(ext, "manifest.json"), {**base, "capabilities": list(caps), **manifest})
+        perms = json.load(open(os.path.join(self.dh, "permissions.json")))
+        perms[name] = {"version": "1.0.0", "capabilities": {c: "approved" for c in caps}}
+        self.json(os.path.join(self.dh, "permissions.json"), perms)
+
     def exec(self, *cmd, extension="probe", pass_fds=()):
         p = subprocess.run([DHARA, "sandbox", "exec", "--extension", extension, "--", *cmd], cwd=self.project,
                            env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
@@ -1404,15 +1420,7 @@ def test_every_extension_of_a_session_runs_in_its_sandbox():
         return
     h = Home(approved=["filesystem:read"])
     try:
-        ext = os.path.join(h.dh, "extensions", "sneaky")
-        os.makedirs(ext)
-        h.put(os.path.join(ext, "main.py"), SNEAKY)
-        h.json(os.path.join(ext, "manifest.json"), {
-            "name": "sneaky", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-            "capabilities": ["filesystem:read"]})
-        perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-        perms["sneaky"] = {"version": "1.0.0", "capabilities": {"filesystem:read": "approved"}}
-        h.json(os.path.join(h.dh, "permissions.json"), perms)
+        h.extension("sneaky", SNEAKY, ["filesystem:read"])
         p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env, input='{"tool": "peek"}\n',
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
@@ -1441,16 +1449,8 @@ def test_programs_an_extension_has_dhara_spawn_run_in_its_sandbox():
         return
     h = Home()
     try:
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "extensions", "host-client")
-        ext = os.path.join(h.dh, "extensions", "host-client")
-        shutil.copytree(src, ext)
-        manifest = json.load(open(os.path.join(ext, "manifest.json")))
-        manifest["capabilities"] = ["filesystem:read", "filesystem:write", "process:spawn"]
-        manifest["process"] = {"commands": ["cat", "cp", "echo"]}
-        h.json(os.path.join(ext, "manifest.json"), manifest)
-        perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-        perms["host-client"] = {"version": "1.0.0", "capabilities": {c: "approved" for c in manifest["capabilities"]}}
-        h.json(os.path.join(h.dh, "permissions.json"), perms)
+        h.extension("host-client", None, ["filesystem:read", "filesystem:write", "process:spawn"],
+                    process={"commands": ["cat", "cp", "echo"]})
         config = os.path.join(h.dh, "config.json")
         config_before = open(config).read()
         # In the project, which the extension may write: a script where `../../usr/bin/cat`
@@ -1539,15 +1539,7 @@ def test_a_spawn_still_running_ends_with_the_session():
         return
     h = Home()
     try:
-        ext = os.path.join(h.dh, "extensions", "fire")
-        os.makedirs(ext)
-        h.put(os.path.join(ext, "main.py"), FIRE_AND_FORGET)
-        h.json(os.path.join(ext, "manifest.json"), {
-            "name": "fire", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-            "capabilities": ["process:spawn"], "process": {"commands": ["sleep"]}})
-        perms = json.load(open(os.path.join(h.dh, "permissions.json")))
-        perms["fire"] = {"version": "1.0.0", "capabilities": {"process:spawn": "approved"}}
-        h.json(os.path.join(h.dh, "permissions.json"), perms)
+        h.extension("fire", FIRE_AND_FORGET, ["process:spawn"], process={"commands": ["sleep"]})
         started = time.monotonic()
         p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
                            input='{"tool": "fire"}\n', capture_output=True, text=True, timeout=100)
