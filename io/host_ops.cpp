@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -31,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <set>
 #include <system_error>
 #include <utility>
 
