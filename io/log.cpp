@@ -16,13 +16,14 @@ namespace dhara::io {
 namespace {
 
 // The terminal's sink: a message quoting an extension (its error message, a tool name, its
-// stderr's tail) reaches the terminal a prompt is on. Its escape sequences are shown as '?',
-// so it cannot clear the screen and draw a prompt of its own over a pending one.
+// stderr's tail) reaches the terminal a prompt is on. Its escape sequences and line breaks are
+// shown as '?', so it can neither clear the screen and draw a prompt of its own over a pending
+// one nor start a line that looks like one (dhara's own messages are one line each).
 class terminal_safe_sink final : public spdlog::sinks::sink {
  public:
   explicit terminal_safe_sink(spdlog::sink_ptr inner) : inner_(std::move(inner)) {}
   void log(const spdlog::details::log_msg& msg) override {
-    const std::string payload = policy::terminal_safe_lines({msg.payload.data(), msg.payload.size()});
+    const std::string payload = policy::terminal_safe({msg.payload.data(), msg.payload.size()});
     spdlog::details::log_msg safe = msg;
     safe.payload = payload;
     inner_->log(safe);

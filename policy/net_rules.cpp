@@ -57,8 +57,9 @@ bool ends_in_a_number(std::string_view host) {
   return std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Splits `url` into `out` without allocating. Returns nullptr, or why the URL is refused: the
-// end of the sentence "the URL '<url>' …".
+// Splits `url` into `out`, and reads a host that is an IP literal into `out.ip`, without
+// allocating (but for an IPv4 literal over 64 bytes). Returns nullptr, or why the URL is
+// refused: the end of the sentence "the URL '<url>' …".
 const char* split_url(std::string_view url, url_parts& out) {
   auto colon = url.find("://");
   if (colon == std::string_view::npos) return "is not an absolute http(s) URL";

@@ -70,7 +70,7 @@ bool hidden_or_acting(char32_t c) {
          (c >= 0x2060 && c <= 0x2069) || c == 0xfeff;
 }
 
-std::string shown_safely(std::string_view text, bool keep_line_breaks) {
+std::string shown_safely(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
@@ -78,8 +78,7 @@ std::string shown_safely(std::string_view text, bool keep_line_breaks) {
   while (p < end) {
     const unsigned char b = *p;
     if (b < 0x80) {
-      const bool kept = (b >= 0x20 && b != 0x7f) || (keep_line_breaks && (b == '\n' || b == '\t'));
-      out += kept ? static_cast<char>(b) : '?';
+      out += b >= 0x20 && b != 0x7f ? static_cast<char>(b) : '?';
       ++p;
       continue;
     }
@@ -112,8 +111,6 @@ std::string shown_safely(std::string_view text, bool keep_line_breaks) {
 
 }  // namespace
 
-std::string terminal_safe(std::string_view text) { return shown_safely(text, false); }
-
-std::string terminal_safe_lines(std::string_view text) { return shown_safely(text, true); }
+std::string terminal_safe(std::string_view text) { return shown_safely(text); }
 
 }  // namespace dhara::policy

@@ -27,13 +27,9 @@ std::string_view json_type_name(const nlohmann::json& value);
 /// `text` with every C0 control character and DEL replaced by '?', and so every C1 control,
 /// zero-width character, bidirectional override or isolate, line separator and byte that is
 /// not well-formed UTF-8; other characters kept. Text from a manifest or an extension (names,
-/// tool names, call subjects) passes through this before it reaches a prompt, so it cannot
-/// move the cursor, clear the screen, reorder or hide what is shown, or end a line and fake a
-/// prompt line of its own.
+/// tool names, call subjects, dhara's messages on stderr) passes through this before it
+/// reaches the terminal, so it cannot move the cursor, clear the screen, reorder or hide what
+/// is shown, or end a line and fake a prompt line of its own.
 std::string terminal_safe(std::string_view text);
-
-/// The same, keeping line feeds and tabs: for dhara's own messages on stderr, which may span
-/// lines and quote an extension's words.
-std::string terminal_safe_lines(std::string_view text);
 
 }  // namespace dhara::policy

@@ -143,6 +143,8 @@ def test_an_extensions_words_reach_the_terminal_without_their_escape_sequences()
         assert "shouter" in err and "?[2J" in err and "Approve? (y/n/q)" in err, err  # said, made harmless
         for acting in (b"\x1b", b"\r", "\u202e".encode(), "\x9b".encode()):
             assert acting not in p.stderr, (acting, p.stderr)
+        # Nor does it start a line of its own: every line on stderr is one of dhara's.
+        assert all(l.startswith("dhara: ") for l in err.splitlines()), err
         assert json.loads(p.stdout)["status"] == "ok", p.stdout
     finally:
         h.close()
