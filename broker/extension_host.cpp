@@ -369,9 +369,13 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
     static constexpr char hex[] = "0123456789abcdef";
     for (unsigned char b : bytes) sc.launcher_tag += {hex[b >> 4], hex[b & 15]};
   }
+  // The extension and the programs it has dhara spawn start through the same launcher argv
+  // (the profile serialized once).
   spawns.launcher = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
   spawns.tmpdir = tmp;
-  sc.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, sc.argv);
+  std::vector<std::string> argv = spawns.launcher;
+  argv.insert(argv.end(), sc.argv.begin(), sc.argv.end());
+  sc.argv = std::move(argv);
   std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
   sc.env.push_back("TMPDIR=" + tmp);
   if (!sc.launcher_tag.empty()) sc.env.push_back("DHARA_LAUNCH_TAG=" + sc.launcher_tag);  // the launcher takes it out
