@@ -5,7 +5,9 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -14,7 +16,10 @@
 
 #include "actors/ticketed_promise.hpp"
 #include "io/files.hpp"
+#include "io/name_lookup.hpp"
 #include "io/path_resolver.hpp"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dhara::policy::host_addresses)
 
 namespace dhara::actors {
 namespace {
@@ -62,6 +67,60 @@ check_outcome audit_failed(const waiting_reply& w, const std::string& why) {
 }
 
 struct pending_batch;
+
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
+
+// Looks one host name up on a detached thread of its own (getaddrinfo blocks), then ends.
+using lookup_worker_actor = caf::typed_actor<caf::replies_to<lookup_atom, std::string>::with<policy::host_addresses>>;
+
+lookup_worker_actor::behavior_type lookup_worker(lookup_worker_actor::pointer self) {
+  return {[=](lookup_atom, const std::string& host) {
+    policy::host_addresses answer = io::look_up_host(host);
+    self->quit();
+    return answer;
+  }};
+}
+
+// How long an answer about a host name is used before the name is looked up again (the
+// resolver's own TTL is not known through getaddrinfo). A failed lookup is kept as long: the
+// host is refused meanwhile.
+constexpr auto host_answer_lifetime = std::chrono::seconds(30);
+// At most this many host names are looked up at once, each on a thread of its own; others
+// wait their turn.
+constexpr std::size_t max_lookups = 8;
+// A lookup that has not answered by then fails: the checks waiting for it are refused (its
+// thread ends when the resolver gives up).
+constexpr auto lookup_timeout = std::chrono::seconds(10);
+// At most this many answers are kept; when full, expired ones go, and if none had, all.
+constexpr std::size_t max_host_answers = 4096;
+
+// The answers about host names the checker looked up, each used for host_answer_lifetime.
+class host_answers final : public policy::host_lookup {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  const policy::host_addresses* find(std::string_view host) const override {
+    auto it = answers_.find(host);
+    if (it == answers_.end() || it->second.until < clock::now()) return nullptr;
+    return &it->second.answer;
+  }
+
+  void keep(const std::string& host, policy::host_addresses answer) {
+    const clock::time_point now = clock::now();
+    if (answers_.size() >= max_host_answers) {
+      std::erase_if(answers_, [now](const auto& kv) { return kv.second.until < now; });
+      if (answers_.size() >= max_host_answers) answers_.clear();
+    }
+    answers_.insert_or_assign(host, kept{std::move(answer), now + host_answer_lifetime});
+  }
+
+ private:
+  struct kept {
+    policy::host_addresses answer;
+    clock::time_point until;
+  };
+  std::map<std::string, kept, std::less<>> answers_;
+};
 
 // Answers the `n` replies `at(i)` names in one message for each asker: each its outcome when
 // `why` is empty (the lines are written), otherwise refused for `why`.
@@ -133,6 +192,11 @@ struct checker_state {
   std::vector<std::string> paths_ahead;      // their paths, whose first looks are taken at once
   io::real_path_resolver resolver;
   std::unique_ptr<io::path_executable_locator> locator;
+  host_answers hosts;                        // what host names looked up resolved to
+  // The host names being looked up, or waiting their turn, with the batches waiting for each.
+  std::map<std::string, std::vector<std::shared_ptr<pending_batch>>> lookups;
+  std::deque<std::string> lookups_queued;    // names waiting for a thread (max_lookups)
+  std::size_t lookups_running = 0;
   hitl_actor approver;                       // asked about pending capabilities; none: denied
   // The answers handed to the writer (send_lines), until it releases them: should the checker
   // end first, it refuses those still waiting, as it does the replies it holds itself.
@@ -207,16 +271,19 @@ struct pending_batch {
   std::string_view first_capability;  // of the first of them, named if the audit fails
   check_outcome outcome = allowed_so_far();
   ticketed_promise<check_outcome> rp;
+  std::string host;                   // the host name a lookup is waited for, while it is
 
   pending_batch(check_batch&& b, ticketed_promise<check_outcome>&& p) : batch(std::move(b)), rp(std::move(p)) {}
   pending_batch(pending_batch&&) = default;
   pending_batch& operator=(pending_batch&&) = delete;
   pending_batch(const pending_batch&) = delete;
   pending_batch& operator=(const pending_batch&) = delete;
-  // Dropped undelivered (the checker ended while a human was asked): a denial, as above.
+  // Dropped undelivered (the checker ended while a human was asked or a host looked up): a
+  // denial, as above, naming the capability of the check it waited on.
   ~pending_batch() {
     if (!rp.pending()) return;
-    std::string cap = next > 0 && next <= batch.checks.size() ? std::string(policy::to_string(batch.checks[next - 1].cap)) : "";
+    const std::size_t waited_on = host.empty() ? next - 1 : next;  // a lookup's check is at next
+    std::string cap = waited_on < batch.checks.size() ? std::string(policy::to_string(batch.checks[waited_on].cap)) : "";
     rp.deliver(check_outcome{false, std::move(cap), checker_stopped, policy::decider::failure, {}});
   }
 };
@@ -255,16 +322,29 @@ bool record(pending_batch& p, policy::audit_lines& lines, const policy::gate_che
   return false;
 }
 
-// Decides the checks of `p` from p.next on, their lines into `lines`. True when a human must be
-// asked about a check (an approver is set: p.next is past it), false when the batch is decided.
-bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines) {
+// What a batch not yet decided waits for.
+enum class waits {
+  nothing,  // decided
+  human,    // the answer to a question about the check before p.next
+  lookup,   // the answer about p.host, which the check at p.next names
+};
+
+// Decides the checks of `p` from p.next on, their lines into `lines`, until one needs a human
+// (an approver is set: p.next is past it) or a host name looked up (p.next is at it, decided
+// again once the answer is in), or the batch is decided.
+waits decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines) {
   auto& s = self->state;
-  policy::check_environment env{&s.resolver, s.locator.get()};
+  policy::check_environment env{&s.resolver, s.locator.get(), &s.hosts};
   while (p.next < p.batch.checks.size()) {
     const policy::gate_check& c = p.batch.checks[p.next++];
     policy::decision d = policy::decide(*s.snapshot, c.request(p.batch.extension), env);
+    if (d.verdict == policy::verdict_kind::lookup) {
+      --p.next;
+      p.host = std::move(d.resolved);
+      return waits::lookup;
+    }
     if (d.verdict == policy::verdict_kind::ask) {
-      if (s.approver) return true;
+      if (s.approver) return waits::human;
       // Nobody can be asked (a batch without a terminal): refused, with the approve command.
       d = {policy::verdict_kind::deny,
            std::string(policy::to_string(c.cap)) + " is not approved for '" + p.batch.extension + "'; run '" +
@@ -273,7 +353,7 @@ bool decide_from(checker_ptr self, pending_batch& p, policy::audit_lines& lines)
     }
     if (!record(p, lines, c, std::move(d), s)) break;
   }
-  return false;
+  return waits::nothing;
 }
 
 // With more checks than this in the mailbox, their lines go to the writer in appends of this
@@ -357,6 +437,24 @@ void finish(checker_ptr self, pending_batch& p, bool in_round = false) {
   if (!in_round) flush_soon(self);
 }
 
+void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p);
+void look_up(checker_ptr self, std::shared_ptr<pending_batch> p);
+
+// A batch that waited is decided: its lines join the checker's, its answer waits for them.
+void release(checker_ptr self, pending_batch& p) {
+  self->state.lines.add(p.lines);
+  finish(self, p);
+}
+
+// Goes on with a batch held on the heap once decide_from says what it waits for.
+void wait_for(checker_ptr self, std::shared_ptr<pending_batch> p, waits w) {
+  switch (w) {
+    case waits::human: return ask_human(self, std::move(p));
+    case waits::lookup: return look_up(self, std::move(p));
+    case waits::nothing: return release(self, *p);
+  }
+}
+
 // Asks the approver about the check before p->next (its decision was `ask`), decides it again
 // under the rules in force when the answer comes, then goes on with the batch; its lines stay
 // with it until it is decided.
@@ -371,10 +469,7 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
   q.subject = question_check.kind == policy::subject_kind::argv
                   ? policy::approval_subject({{"argv", question_check.argv}}).text
                   : question_check.subject;
-  auto done = [self, p] {
-    self->state.lines.add(p->lines);
-    finish(self, *p);
-  };
+  auto done = [self, p] { release(self, *p); };
   self->request(self->state.approver, caf::infinite, question_atom::value, std::move(q))
       .then(
           [self, p, done](hitl_answer& a) {
@@ -390,19 +485,20 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
               // under the snapshot in force now. A denial stands; otherwise the user's answer does,
               // with what this decision matched (for a path, the root and the resolution a host
               // file operation opens, as of now).
-              policy::check_environment env{&s.resolver, s.locator.get()};
+              // A host name the check named was vetted before the question (an answer about it
+              // that has expired since reads `lookup` here): that vetting stands.
+              policy::check_environment env{&s.resolver, s.locator.get(), &s.hosts};
               policy::decision now = policy::decide(*s.snapshot, c.request(p->batch.extension), env);
               if (now.verdict == policy::verdict_kind::deny) {
                 now.reason = "checked again when the user answered: " + now.reason;
                 answer = std::move(now);
-              } else {
+              } else if (now.verdict != policy::verdict_kind::lookup) {
                 answer.matched_rule = now.matched_rule;
                 answer.resolved = std::move(now.resolved);
               }
             }
             if (!record(*p, p->lines, c, std::move(answer), s)) return done();
-            if (decide_from(self, *p, p->lines)) return ask_human(self, p);
-            done();
+            wait_for(self, p, decide_from(self, *p, p->lines));
           },
           [self, p, done](caf::error& e) {
             const policy::gate_check& c = p->batch.checks[p->next - 1];
@@ -414,7 +510,65 @@ void ask_human(checker_ptr self, std::shared_ptr<pending_batch> p) {
           });
 }
 
-// A new batch: decided here and now unless a human must be asked.
+void start_lookup(checker_ptr self, const std::string& host);
+
+// The answer about `host` is in: it is kept, and the batches waiting for it go on.
+void looked_up(checker_ptr self, const std::string& host, policy::host_addresses answer) {
+  auto& s = self->state;
+  s.hosts.keep(host, std::move(answer));
+  if (auto waiting = s.lookups.extract(host); !waiting.empty())
+    for (std::shared_ptr<pending_batch>& p : waiting.mapped()) {
+      p->host.clear();
+      wait_for(self, p, decide_from(self, *p, p->lines));
+    }
+  while (!s.lookups_queued.empty() && s.lookups_running < max_lookups) {
+    std::string next = std::move(s.lookups_queued.front());
+    s.lookups_queued.pop_front();
+    start_lookup(self, next);
+  }
+}
+
+// Looks `host` up on a thread of its own.
+void start_lookup(checker_ptr self, const std::string& host) {
+  lookup_worker_actor worker;
+  try {
+    worker = self->spawn<caf::detached>(lookup_worker);
+  } catch (const std::exception& e) {  // no thread to be had (a process limit): refused, not lost
+    return looked_up(self, host, {{}, std::string("no thread could look it up: ") + e.what()});
+  }
+  ++self->state.lookups_running;
+  self->request(worker, lookup_timeout, lookup_atom::value, host)
+      .then(
+          [self, host](policy::host_addresses& answer) {
+            --self->state.lookups_running;
+            looked_up(self, host, std::move(answer));
+          },
+          [self, host](caf::error& e) {
+            --self->state.lookups_running;
+            looked_up(self, host,
+                      {{},
+                       e == caf::sec::request_timeout
+                           ? "no answer within " + std::to_string(lookup_timeout.count()) + " s"
+                           : "the lookup failed: " + self->system().render(e)});
+          });
+}
+
+// Waits for the answer about p->host (a URL's host that is not listed, DESIGN §4): one lookup
+// a name, however many batches wait for it.
+void look_up(checker_ptr self, std::shared_ptr<pending_batch> p) {
+  auto& s = self->state;
+  const std::string host = p->host;
+  auto& waiting = s.lookups[host];
+  waiting.push_back(std::move(p));
+  if (waiting.size() > 1) return;  // looked up already, or waiting its turn
+  if (s.lookups_running >= max_lookups) {
+    s.lookups_queued.push_back(host);
+    return;
+  }
+  start_lookup(self, host);
+}
+
+// A new batch: decided here and now unless a human must be asked or a host name looked up.
 void check(checker_ptr self, pending_batch& p, bool in_round = false) {
   auto& s = self->state;
   if (!s.snapshot) {
@@ -422,12 +576,12 @@ void check(checker_ptr self, pending_batch& p, bool in_round = false) {
     return;
   }
   const std::size_t first_line = s.lines.size();
-  if (decide_from(self, p, s.lines)) {
+  if (waits w = decide_from(self, p, s.lines); w != waits::nothing) {
     auto held = std::make_shared<pending_batch>(std::move(p));
     // Its lines so far go with it: they must reach the writer in the append its answer waits
     // for, not in an earlier one whose failure would leave it released without them.
     s.lines.move_tail(first_line, held->lines);
-    return ask_human(self, std::move(held));
+    return wait_for(self, std::move(held), w);
   }
   finish(self, p, in_round);
 }

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "io/name_lookup.hpp"
 #include "io/path_resolver.hpp"
 
 namespace dhara::cli {
@@ -101,7 +102,8 @@ int run_demo() {
   io::real_path_resolver resolver;
   const char* path_env = std::getenv("PATH");
   io::path_executable_locator locator(path_env ? path_env : "/usr/bin:/bin", where->cwd);
-  policy::check_environment env{&resolver, &locator};
+  io::system_host_lookup hosts;
+  policy::check_environment env{&resolver, &locator, &hosts};
   int denied = 0;
   for (const scenario_step& s : scenario) {
     policy::check_request r{s.extension, s.cap, s.kind, s.subject, {}};

@@ -34,6 +34,7 @@
 #include <system_error>
 #include <utility>
 
+#include "io/name_lookup.hpp"
 #include "policy/path_rules.hpp"
 
 namespace dhara::io {
@@ -406,29 +407,6 @@ bool is_dns_name(std::string_view host) {
   });
 }
 
-std::optional<policy::ip_address> from_sockaddr(const sockaddr* sa, std::size_t len) {
-  policy::ip_address ip;
-  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    std::memcpy(ip.bytes.data(), &in->sin_addr, 4);
-    return ip;
-  }
-  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    ip.v6 = true;
-    std::memcpy(ip.bytes.data(), &in6->sin6_addr, 16);
-    static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-    if (std::memcmp(ip.bytes.data(), mapped, 12) == 0) {  // fold ::ffff:a.b.c.d to IPv4
-      std::array<std::uint8_t, 16> v4{};
-      std::memcpy(v4.data(), ip.bytes.data() + 12, 4);
-      ip.bytes = v4;
-      ip.v6 = false;
-    }
-    return ip;
-  }
-  return std::nullopt;
-}
-
 std::uint16_t port_of(const sockaddr* sa) {
   if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
   if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
@@ -438,23 +416,11 @@ std::uint16_t port_of(const sockaddr* sa) {
 // Resolves a name with the system resolver. A failure is a refusal: a host dhara cannot
 // check is a host it does not contact (DESIGN §9).
 policy::result<std::vector<policy::ip_address>> resolve_host(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0)
-    return make_error(errc::invalid_value, "the host '" + host + "' could not be resolved (" +
-                                               std::string(gai_strerror(rc)) + "); dhara does not contact hosts it cannot check");
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
-  std::vector<policy::ip_address> out;
-  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    auto ip = from_sockaddr(a->ai_addr, a->ai_addrlen);
-    if (ip && std::find(out.begin(), out.end(), *ip) == out.end()) out.push_back(*ip);
-  }
-  if (out.empty())
-    return make_error(errc::invalid_value, "the host '" + host + "' has no IPv4 or IPv6 address");
-  return out;
+  policy::host_addresses found = look_up_host(host);
+  if (found.addresses.empty())
+    return make_error(errc::invalid_value, "the host '" + host + "' could not be resolved (" + found.failure +
+                                               "); dhara does not contact hosts it cannot check");
+  return std::move(found.addresses);
 }
 
 // What the libcurl callbacks share with net_fetch.
@@ -480,7 +446,7 @@ curl_socket_t open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* a)
     st->refused = "libcurl asked for a socket that is not an outgoing connection; refused";
     return CURL_SOCKET_BAD;
   }
-  auto ip = from_sockaddr(&a->addr, a->addrlen);
+  auto ip = address_of(&a->addr, a->addrlen);
   if (!ip || std::find(st->allowed.begin(), st->allowed.end(), *ip) == st->allowed.end() ||
       port_of(&a->addr) != st->port) {
     st->refused = "the connection would have gone to " + (ip ? ip->to_string() : std::string("an unknown address")) +

@@ -8,6 +8,7 @@ std::string_view to_string(verdict_kind v) {
     case verdict_kind::allow: return "allow";
     case verdict_kind::deny: return "deny";
     case verdict_kind::ask: return "ask";
+    case verdict_kind::lookup: return "lookup";
   }
   return "deny";
 }

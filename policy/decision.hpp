@@ -12,6 +12,10 @@ enum class verdict_kind {
   allow,  ///< the request may proceed
   deny,   ///< the request is refused; `reason` says why
   ask,    ///< the capability is pending and the session can prompt: ask the approval actor
+  /// a URL's host must be looked up before its check can be decided (`resolved` names the
+  /// host; net_rules.hpp, host_lookup). Whoever cannot look it up treats it as the denial its
+  /// reason states.
+  lookup,
 };
 
 /// Who or what made the decision (the audit line's `decidedBy`).
@@ -39,7 +43,8 @@ struct decision {
   std::string_view matched_rule;
   /// For a path check allowed (or asked about) through a resolver that follows links: the
   /// path's resolution, the one the rules matched. Host file operations open exactly this
-  /// path, refusing any symlink met on the way (io/host_ops.hpp). Empty otherwise.
+  /// path, refusing any symlink met on the way (io/host_ops.hpp). For `lookup`: the host name
+  /// to look up. Empty otherwise.
   std::string resolved = {};
 
   bool allowed() const { return verdict == verdict_kind::allow; }

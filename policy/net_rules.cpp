@@ -257,7 +257,19 @@ domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>&
   return rules;
 }
 
-decision check_url(const domain_rules& rules, std::string_view url) {
+decision vet_host_name(std::string_view host, const host_addresses& answer) {
+  if (answer.addresses.empty())
+    return deny("the host '" + std::string(host) + "' could not be resolved (" +
+                (answer.failure.empty() ? std::string("no address") : answer.failure) +
+                "); a host that is not listed must resolve to a public address: check its spelling, or list it in network.outbound");
+  for (const ip_address& ip : answer.addresses)
+    if (is_refused_address(ip))
+      return deny("the host '" + std::string(host) + "' resolves to " + ip.to_string() +
+                  ", a loopback, private or link-local address; list the host by name in network.outbound to allow it");
+  return {verdict_kind::allow, {}, decider::rule, {}};
+}
+
+decision check_url(const domain_rules& rules, std::string_view url, const host_lookup* hosts) {
   url_parts parts;
   if (const char* why = split_url(url, parts)) return deny(refused_url(url, why));
   // The host lowered: on the stack (a DNS name has at most 253 bytes), on the heap if longer.
@@ -287,7 +299,11 @@ decision check_url(const domain_rules& rules, std::string_view url) {
   if (rules.listed && !listed)
     return deny("the host '" + std::string(host) + "' is not in the extension's network.outbound list" +
                 (rules.exact.empty() && rules.suffixes.empty() ? std::string(" (the list is empty: no host is allowed)") : std::string()));
-  return {verdict_kind::allow, {}, decider::rule, {}};
+  if (listed || hosts == nullptr) return {verdict_kind::allow, {}, decider::rule, {}};
+  // Any public host: this one must resolve, and only to public addresses.
+  if (const host_addresses* answer = hosts->find(host)) return vet_host_name(host, *answer);
+  return {verdict_kind::lookup, "the host '" + std::string(host) + "' must be looked up before it can be checked",
+          decider::rule, {}, std::string(host)};
 }
 
 }  // namespace dhara::policy

@@ -1,8 +1,9 @@
 // Network rules (DESIGN §4, §9 "URLs and commands"): URL parsing, domain lists (exact or
 // `*.suffix`, present-but-empty = none) and refusal of loopback, private and link-local
 // IP literals in every spelling (decimal, hex, octal, short, IPv4-mapped IPv6).
-// Name resolution is I/O: the host API resolves names and re-checks the addresses with
-// is_refused_address.
+// Name resolution is I/O: a URL's host that is not listed by name is vetted through a
+// host_lookup the caller supplies (the checker's caches the system resolver's answers), and
+// the host API resolves names again and re-checks the addresses it connects to.
 #pragma once
 
 #include <array>
@@ -56,8 +57,31 @@ struct domain_rules {
 /// Compiles a domain list (nullopt = no list: any public host).
 domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>& domains);
 
+/// What the system resolver said about a host name: its addresses, or why there are none.
+struct host_addresses {
+  std::vector<ip_address> addresses;  ///< empty when the lookup failed
+  std::string failure;                ///< why it failed ("Name or service not known"), else empty
+};
+
+/// The answers about host names a check may use. Looking a name up is I/O, so the caller
+/// supplies it: check_url asks for a host that must be vetted, and gets what is known.
+class host_lookup {
+ public:
+  virtual ~host_lookup() = default;
+  /// The answer about `host` (lower-case, no trailing dot) if one is at hand; nullptr when it
+  /// must be looked up first (the check's verdict is then `lookup`, naming the host).
+  virtual const host_addresses* find(std::string_view host) const = 0;
+};
+
 /// Checks a URL: http/https only; host must match the list when one is given; IP literals
 /// and names such as "localhost" that are loopback/private are refused unless listed by name.
-decision check_url(const domain_rules& rules, std::string_view url);
+/// With `hosts`, a host name that is not listed (there is no list) is vetted by what it
+/// resolves to (DESIGN §4, §9): refused when the lookup failed or gave a loopback, private or
+/// link-local address; verdict `lookup` when `hosts` has no answer yet. Without `hosts`, such
+/// a name is allowed as written (the host API vets what it connects to itself).
+decision check_url(const domain_rules& rules, std::string_view url, const host_lookup* hosts = nullptr);
+
+/// The verdict on a host name that is not listed, by what it resolved to.
+decision vet_host_name(std::string_view host, const host_addresses& answer);
 
 }  // namespace dhara::policy

@@ -24,7 +24,7 @@ decision check_subject(const policy_snapshot& s, const extension_policy& ext,
     case subject_kind::path:
       return check_path(s.paths, r.subject, s.cwd, s.home, access_for(r.cap),
                         env.paths ? *env.paths : lexical);
-    case subject_kind::url: return check_url(ext.domains, r.subject);
+    case subject_kind::url: return check_url(ext.domains, r.subject, env.hosts);
     case subject_kind::command_string: return check_command_string(ext.commands, r.subject, env.executables);
     case subject_kind::argv: return check_argv(ext.commands, r.argv, env.executables);
   }

@@ -207,10 +207,12 @@ struct check_request {
   std::span<const std::string> argv;     ///< for subject_kind::argv
 };
 
-/// The I/O views a full check uses; null members mean "lexical only" / "cannot locate".
+/// The I/O views a full check uses; null members mean "lexical only" / "cannot locate" /
+/// "host names are not looked up".
 struct check_environment {
   const path_resolver* paths = nullptr;
   const executable_locator* executables = nullptr;
+  const host_lookup* hosts = nullptr;
 };
 
 /// Decides one check against a snapshot (DESIGN §4): yolo; declared; recorded denial;

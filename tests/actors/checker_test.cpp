@@ -19,8 +19,10 @@
 #include "actors/checker.hpp"
 #include "actors/scheduler.hpp"
 #include "io/audit_log.hpp"
+#include "io/name_lookup.hpp"
 #include "io/path_resolver.hpp"
 #include "support/extension_fixture.hpp"
+#include "support/loopback_names.hpp"
 #include "support/policy_fixture.hpp"
 
 using namespace dhara;
@@ -124,12 +126,13 @@ TEST_CASE("a batch waiting for a human keeps the lines it wrote until it is answ
   auto approver = sys.spawn(releasable_approver, caf::actor_cast<caf::actor>(self));
   caf::anon_send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
 
-  // A: a read decided at once, then a fetch that waits for the human.
+  // A: a read decided at once, then a fetch that waits for the human (ext-5 has no domain list:
+  // the URL names a public address, which no lookup must vet first).
   actors::check_batch a{"ext-5", "sync", "call-a", "s-1",
                         {policy::gate_check{policy::capability::filesystem_read, policy::subject_kind::path,
                                             "/home/u/proj/src/app.ts", {}, "path"},
                          policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
-                                            "https://api.example.com/v1", {}, "url"}}};
+                                            "https://93.184.216.34/v1", {}, "url"}}};
   auto waiting = self->request(checker, 10s, actors::check_atom::value, std::move(a));
   self->receive([](held_atom) {}, caf::after(10s) >> [] { FAIL("the checker never asked the approver"); });
   // B, decided and answered meanwhile: its append is written, and A's read must not be in it.
@@ -235,6 +238,101 @@ TEST_CASE("a check sent with a ticket is answered with it even when its audit fa
           [&](caf::error& e) { FAIL("the request was not answered: " << rig.sys.render(e)); });
   CHECK(answered);
   caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a URL whose host is not listed is decided by what the name resolves to", "[runtime][audit][url]") {
+  testing::temp_home home;
+  writer_rig rig(home);
+  caf::scoped_actor& self = rig.self;
+  // ext-3 has network:fetch approved and no domain list (any public host); ext-5's is pending,
+  // and the session can ask.
+  testing::policy_fixture fixture;
+  auto checker = actors::spawn_checker(rig.sys, fixture.compile(/*interactive=*/true), rig.writer, {});
+  auto approver = rig.sys.spawn(releasable_approver, caf::actor_cast<caf::actor>(self));
+  caf::anon_send(checker, actors::approver_atom::value, caf::actor_cast<actors::hitl_actor>(approver));
+  // A failed assertion ends the test with the checker waiting on the approver: both are ended
+  // then, or the actor system would wait for them forever.
+  struct end_actors {
+    std::vector<caf::actor> actors;
+    ~end_actors() {
+      for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::kill);
+    }
+  } ender{{caf::actor_cast<caf::actor>(checker), approver, caf::actor_cast<caf::actor>(rig.writer)}};
+
+  struct row {
+    std::string extension, url, reason_has;
+  };
+  std::vector<row> rows = {
+      {"ext-3", "http://nonexistent.invalid/a", "could not be resolved"},  // .invalid never resolves (RFC 6761)
+      // Pending: refused by the lookup without a question (the approver would hold it, and the
+      // check would never be answered).
+      {"ext-5", "http://nonexistent.invalid/b", "could not be resolved"},
+  };
+  const std::vector<std::string> loopback = testing::loopback_names();
+  if (loopback.empty()) WARN("no plain name in /etc/hosts resolves to loopback here; that row is not run");
+  for (const std::string& n : loopback) rows.push_back({"ext-3", "http://" + n + ":8080/", "resolves to 127."});
+
+  // Each sent four times at once: one lookup a name, every check answered alike and audited.
+  constexpr std::uint64_t copies = 4;
+  for (std::uint64_t t = 0; t < rows.size() * copies; ++t) {
+    const row& r = rows[t / copies];
+    actors::check_batch b{r.extension, "fetch", "c-" + std::to_string(t), "s-1",
+                          {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url, r.url, {}, "url"}}};
+    b.ticket = t;
+    self->send(checker, actors::check_atom::value, std::move(b));
+  }
+  receive_answers(self, rows.size() * copies, [&](actors::check_outcome& o) {
+    const row& r = rows[o.ticket / copies];
+    INFO(r.url << ": " << o.reason);
+    CHECK_FALSE(o.allowed);
+    CHECK(o.capability == "network:fetch");
+    CHECK(o.decided_by == policy::decider::rule);
+    CHECK(o.reason.find(r.reason_has) != std::string::npos);
+  });
+
+  // A public name (if this machine resolves one): allowed; for ext-5 the question comes after
+  // the lookup, and the user's answer decides.
+  std::string public_name;
+  for (const char* candidate : {"deb.debian.org", "registry.npmjs.org"}) {
+    policy::host_addresses a = io::look_up_host(candidate);
+    if (!a.addresses.empty() &&
+        std::none_of(a.addresses.begin(), a.addresses.end(), [](const auto& ip) { return policy::is_refused_address(ip); })) {
+      public_name = candidate;
+      break;
+    }
+  }
+  if (public_name.empty()) {
+    WARN("no public name resolves on this machine; the allowed rows are not run");
+  } else {
+    auto check_public = [&](const char* extension) {
+      return self->request(checker, 20s, actors::check_atom::value,
+                           actors::check_batch{extension, "fetch", std::string("pub-") + extension, "s-1",
+                                               {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
+                                                                   "https://" + public_name + "/x", {}, "url"}}});
+    };
+    check_public("ext-3").receive([](actors::check_outcome& o) { CHECK(o.allowed); },
+                                  [&](caf::error& e) { FAIL("not answered: " << rig.sys.render(e)); });
+    auto asked = check_public("ext-5");
+    self->receive([](held_atom) {}, caf::after(20s) >> [] { FAIL("the checker never asked about the public name"); });
+    self->send(approver, release_atom::value);
+    asked.receive([](actors::check_outcome& o) { CHECK(o.allowed); },
+                  [&](caf::error& e) { FAIL("not answered: " << rig.sys.render(e)); });
+  }
+  caf::anon_send_exit(approver, caf::exit_reason::user_shutdown);
+  rig.stop(checker);
+
+  // Every refusal is in the trail with its reason.
+  std::size_t denied = 0;
+  std::ifstream in(home.dhara_home() / "audit.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["action"] != "denied") continue;
+    ++denied;
+    const std::string url = j["details"]["url"];
+    const std::string reason = j["reason"];
+    CHECK(reason.find("the host '" + policy::parse_url(url)->host + "'") == 0);
+  }
+  CHECK(denied == rows.size() * copies);
 }
 
 namespace {
@@ -528,6 +626,8 @@ TEST_CASE("checks that came before an approver are decided without it", "[runtim
   writer_rig rig(home);
   testing::policy_fixture fixture;
   // ext-5 has filesystem:read approved only: a fetch is pending, refused without an approver.
+  // (It has no domain list: the URL names a public address, so no check waits for a lookup,
+  // which would decide it when the answer comes, under the approver set by then.)
   fixture.perms[5].capabilities = {{"filesystem:read", policy::permission_state::approved}};
   auto checker = actors::spawn_checker(rig.sys, fixture.compile(/*interactive=*/true), rig.writer, {});
   // An approver that answers `answer` to every question. (It takes an argument: CAF 0.17 trips
@@ -540,7 +640,7 @@ TEST_CASE("checks that came before an approver are decided without it", "[runtim
   auto batch = [](std::uint64_t ticket) {
     actors::check_batch b{"ext-5", "sync", "c-" + std::to_string(ticket), "s-1",
                           {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url,
-                                              "https://api.example.com/v1", {}, "url"}}};
+                                              "https://93.184.216.34/v1", {}, "url"}}};
     b.ticket = ticket;
     return b;
   };

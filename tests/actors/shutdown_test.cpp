@@ -26,10 +26,12 @@ namespace {
 using held_atom = caf::atom_constant<caf::atom("held")>;
 
 // Checks of web-tools (approved network:fetch for api.example.com) or of ext-5 (nothing
-// recorded: pending, so an interactive snapshot asks the approver).
+// recorded: pending, so an interactive snapshot asks the approver). ext-5 has no domain list:
+// its URL names a public address, which no lookup must vet first.
 actors::check_batch fetch(const std::string& extension, const std::string& call_id) {
+  const char* url = extension == "web-tools" ? "https://api.example.com/v1" : "https://93.184.216.34/v1";
   return {extension, "fetch", call_id, "s-1",
-          {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url, "https://api.example.com/v1", {}, "url"}}};
+          {policy::gate_check{policy::capability::network_fetch, policy::subject_kind::url, url, {}, "url"}}};
 }
 
 // An audit sink that keeps every append unanswered, as a writer stuck on a slow disk would,

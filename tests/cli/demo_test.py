@@ -230,6 +230,51 @@ def test_web_tools_unlisted_domain_and_unapproved_fetch_are_denied():
         h.close()
 
 
+def loopback_names():
+    """Plain names in /etc/hosts (and this machine's own name) that resolve only to loopback."""
+    import socket
+    candidates = [socket.gethostname()]
+    for line in open("/etc/hosts"):
+        words = line.split("#")[0].split()
+        if words and words[0].startswith("127."):
+            candidates += words[1:]
+    found = []
+    for name in candidates:
+        if "localhost" in name or name.endswith(".local") or not re.fullmatch(r"[a-z0-9.-]+", name) or name in found:
+            continue
+        try:
+            addresses = {a[4][0] for a in socket.getaddrinfo(name, None)}
+        except OSError:
+            continue
+        if addresses and all(a.startswith("127.") for a in addresses):
+            found.append(name)
+    return found
+
+
+def test_web_tools_without_a_domain_list_is_denied_names_that_do_not_resolve_or_resolve_to_loopback():
+    h = Home("web-tools", approve=[("web-tools", "network:fetch")])
+    try:
+        # Without network.outbound any public host may be fetched: a name must then resolve,
+        # and only to public addresses (DESIGN §4, §9), before the tool is even called.
+        path = os.path.join(h.dh, "extensions", "web-tools", "manifest.json")
+        manifest = json.load(open(path))
+        del manifest["network"]
+        json.dump(manifest, open(path, "w"))
+        urls = ["http://nonexistent.invalid/a"] + [f"http://{n}:9/" for n in loopback_names()]
+        code, results, err = h.calls(*({"id": i, "tool": "fetch", "input": {"url": u}} for i, u in enumerate(urls)))
+        assert code == 3, (code, results, err)
+        cap, reason = denial(results[0])
+        assert cap == "network:fetch" and reason.startswith("the host 'nonexistent.invalid' could not be resolved ("), reason
+        for i in range(1, len(urls)):
+            cap, reason = denial(results[i])
+            assert " resolves to 127." in reason and "list the host by name in network.outbound" in reason, reason
+        denied = [a for a in h.audit() if a["action"] == "denied"]
+        assert [a["details"]["url"] for a in denied] == urls, denied
+        assert all(a["decidedBy"] == "rule" and a["tool"] == "fetch" for a in denied), denied
+    finally:
+        h.close()
+
+
 # ---- notes (node, filesystem:write, writes the file itself) --------------------------------
 
 def test_notes_appends_inside_the_project():

@@ -29,6 +29,7 @@
 #include "io/path_resolver.hpp"
 #include "io/settings_file.hpp"
 #include "policy/snapshot.hpp"
+#include "../support/loopback_names.hpp"
 #include "../support/policy_fixture.hpp"
 #include "../support/temp_tree.hpp"
 
@@ -836,37 +837,6 @@ class counting_listener {
   std::thread thread_;
 };
 
-// Names from /etc/hosts (and this machine's own name) that resolve only to loopback and are
-// not conventional local names: only the resolution step can catch them.
-std::vector<std::string> loopback_names() {
-  std::vector<std::string> candidates;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) == 0) candidates.emplace_back(host);
-  std::ifstream hosts("/etc/hosts");
-  for (std::string line; std::getline(hosts, line);) {
-    std::istringstream words(line);
-    std::string addr, name;
-    if (!(words >> addr) || !addr.starts_with("127.")) continue;
-    while (words >> name && !name.starts_with('#')) candidates.push_back(name);
-  }
-  std::vector<std::string> out;
-  for (const std::string& c : candidates) {
-    if (c.find("localhost") != std::string::npos || c.ends_with(".local") || c.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
-      continue;
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(c.c_str(), nullptr, &hints, &res) != 0) continue;
-    bool all_loopback = true;
-    for (addrinfo* a = res; a; a = a->ai_next)
-      all_loopback = all_loopback && a->ai_family == AF_INET &&
-                     (ntohl(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
-    ::freeaddrinfo(res);
-    if (all_loopback && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("hostile urls: IP literals, userinfo and loopback names never reach a local listener", "[io][hostile][url]") {
@@ -897,7 +867,7 @@ TEST_CASE("hostile urls: IP literals, userinfo and loopback names never reach a 
       {"http://api.example.com:" + port + "@127.1:" + port + "/", &api_only, "loopback"},
       {"http://2130706433:" + port + "/", &api_only, "loopback"},
   };
-  std::vector<std::string> names = loopback_names();
+  std::vector<std::string> names = testing::loopback_names();
   if (names.empty()) WARN("no plain name in /etc/hosts resolves to loopback here; that row is covered by vet_addresses only");
   for (const std::string& n : names) rows.push_back({"http://" + n + ":" + port + "/", &no_list, "resolves to 127."});
   for (const row& r : rows) {

@@ -160,3 +160,65 @@ TEST_CASE("hosts a client reads as loopback are never taken for public names", "
                          "http://example.com./", "http://[::ffff:8.8.8.8]/", "http://8.8.8.8/"})
     CHECK(check_url(open, ok).allowed());
 }
+
+namespace {
+
+// The answers a check is given about host names, as the checker gives them: here fixed, and
+// counting what was asked.
+struct fixed_answers final : host_lookup {
+  std::vector<std::pair<std::string, host_addresses>> known;
+  mutable std::vector<std::string> asked;
+  const host_addresses* find(std::string_view host) const override {
+    asked.emplace_back(host);
+    for (const auto& [name, answer] : known)
+      if (name == host) return &answer;
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a host that is not listed is vetted by what it resolves to", "[policy][net]") {
+  auto ip = [](const char* s) { return *parse_ip_literal(s); };
+  fixed_answers hosts;
+  hosts.known = {{"public.example", {{ip("93.184.216.34"), ip("2606:2800:220:1::1")}, {}}},
+                 {"rebind.example", {{ip("93.184.216.34"), ip("127.0.0.1")}, {}}},
+                 {"metadata.example", {{ip("169.254.169.254")}, {}}},
+                 {"v6.example", {{ip("fd00::1")}, {}}},
+                 {"gone.example", {{}, "Name or service not known"}}};
+  const domain_rules open = compile_domain_rules(std::nullopt);
+
+  CHECK(check_url(open, "https://Public.Example./x", &hosts).allowed());
+  CHECK(hosts.asked == std::vector<std::string>{"public.example"});  // lowered, no trailing dot
+  for (const char* refused : {"http://rebind.example/", "http://metadata.example/", "http://v6.example/"}) {
+    const decision d = check_url(open, refused, &hosts);
+    INFO(refused << ": " << d.reason);
+    CHECK(d.verdict == verdict_kind::deny);
+    CHECK(d.reason.find("a loopback, private or link-local address; list the host by name") != std::string::npos);
+  }
+  const decision gone = check_url(open, "http://gone.example/", &hosts);
+  CHECK(gone.verdict == verdict_kind::deny);
+  CHECK(gone.reason == "the host 'gone.example' could not be resolved (Name or service not known); a host that is not "
+                       "listed must resolve to a public address: check its spelling, or list it in network.outbound");
+
+  // Not known yet: the verdict says which host to look up, and is no allow.
+  const decision unknown = check_url(open, "http://New.Example:8080/", &hosts);
+  CHECK(unknown.verdict == verdict_kind::lookup);
+  CHECK(unknown.resolved == "new.example");
+  CHECK_FALSE(unknown.allowed());
+
+  // Listed by name: never looked up (a listed name may be local, DESIGN §4); not listed
+  // against a list: refused without a lookup; IP literals and local names as before.
+  hosts.asked.clear();
+  const domain_rules list = compile_domain_rules(std::vector<std::string>{"rebind.example", "*.corp.example"});
+  CHECK(check_url(list, "http://rebind.example/", &hosts).allowed());
+  CHECK(check_url(list, "http://git.corp.example/", &hosts).allowed());
+  CHECK_FALSE(check_url(list, "http://public.example/", &hosts).allowed());
+  CHECK_FALSE(check_url(open, "http://127.0.0.1/", &hosts).allowed());
+  CHECK_FALSE(check_url(open, "http://localhost/", &hosts).allowed());
+  CHECK(check_url(open, "http://8.8.8.8/", &hosts).allowed());
+  CHECK(hosts.asked.empty());
+
+  // Without answers to ask (the host API's own pre-check): a name is allowed as written.
+  CHECK(check_url(open, "http://gone.example/").allowed());
+}
