@@ -663,6 +663,20 @@ checker_actor spawn_checker(caf::actor_system& sys, policy::snapshot_ptr snapsho
           }
           return handle;
         },
+        [=](refused_atom, check_batch& batch, std::string& why) -> caf::typed_response_promise<check_outcome> {
+          ticketed_promise<check_outcome> rp{self, batch.ticket};
+          auto handle = rp.handle();
+          pending_batch p{std::move(batch), std::move(rp)};
+          if (p.batch.checks.empty()) {  // nothing to name: refused all the same
+            p.rp.deliver(check_outcome{false, "", why, policy::decider::rule, {}});
+            return handle;
+          }
+          p.next = 1;
+          record(p, self->state.lines, p.batch.checks.front(), {policy::verdict_kind::deny, std::move(why), policy::decider::rule, {}},
+                 self->state);
+          finish(self, p);
+          return handle;
+        },
         [=](flush_atom) {
           self->state.flush_scheduled = false;
           decide_deferred(self);

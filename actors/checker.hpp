@@ -21,6 +21,7 @@ namespace dhara::actors {
 using check_atom = caf::atom_constant<caf::atom("check")>;        ///< decide a set of checks
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  ///< a new policy snapshot
 using approver_atom = caf::atom_constant<caf::atom("approver")>;  ///< who answers pending capabilities
+using refused_atom = caf::atom_constant<caf::atom("refused")>;    ///< audit a refusal at the moment of use
 
 /// What is being checked: one tool call or one host request.
 struct check_batch {
@@ -97,6 +98,11 @@ using checker_actor = caf::typed_actor<
     /// `send` and a ticket, the answer comes back as an ordinary message with the ticket, or in
     /// a check_outcomes with the other answers to the same asker released with it.
     caf::replies_to<check_atom, check_batch>::with<check_outcome>,
+    /// host API → checker: an operation whose checks were allowed was refused when it ran (a
+    /// symlink met on the way, a denied folder moved in, an address dhara did not vet; the
+    /// string says why). Audited as a denial of the batch's first check, decided by the rules;
+    /// answered (denied) once the entry is as durable as a check's, as a check is.
+    caf::replies_to<refused_atom, check_batch, std::string>::with<check_outcome>,
     /// permissions store → checker: use this snapshot from the next check on.
     caf::reacts_to<snapshot_atom, policy::snapshot_ptr>,
     /// session → checker: ask this actor about a pending capability (verdict `ask`) instead of

@@ -23,6 +23,8 @@ using job = std::function<call_result()>;
 
 call_result from(policy::result<json> r) {
   if (r) return {true, std::move(*r), 0, {}, nullptr};
+  // Refused at the moment of use: a denial, audited before it is answered (run_on_worker).
+  if (r.err().code == policy::errc::refused) return call_error(io::rpc_error::denied, r.err().message);
   return call_error(io::rpc_error::tool_error, r.err().message, json{{"error", std::string(policy::to_string(r.err().code))}});
 }
 
@@ -294,9 +296,26 @@ struct host_state {
 
 using host_ptr = host_api_actor::stateful_pointer<host_state>;
 
+// An operation refused when it ran, after its checks were allowed: the checker audits the
+// refusal as a denial of the request's first check, and the request is answered -32002 with
+// that capability and the reason once it has (a refusal that could not be audited says so).
+void audit_refusal(host_ptr self, check_batch batch, std::string why, caf::typed_response_promise<call_result> rp) {
+  const checker_actor& checker = self->state.cfg->checker;
+  const std::string capability = batch.checks.empty() ? "" : std::string(policy::to_string(batch.checks.front().cap));
+  batch.ticket = self->state.replies.expect_check(
+      self, checker, [self, rp, capability, why](check_outcome* o, const caf::error& lost) mutable {
+        std::string reason = why;
+        if (o == nullptr) reason += " (the refusal could not be audited: " + self->system().render(lost) + ")";
+        else if (o->decided_by == policy::decider::failure) reason += " (the refusal could not be audited: " + o->reason + ")";
+        rp.deliver(call_error(io::rpc_error::denied, reason, json{{"capability", capability}, {"reason", reason}}));
+      });
+  self->send(checker, refused_atom::value, std::move(batch), std::move(why));
+}
+
 // Runs an allowed operation on a worker of its own; its result, or why none came, answers rp.
+// `checked`: the request's checks, which a refusal when it runs is audited against.
 void run_on_worker(host_ptr self, job work, caf::typed_response_promise<call_result> rp,
-                   std::shared_ptr<in_flight_place> place) {
+                   std::shared_ptr<in_flight_place> place, check_batch checked) {
   worker_actor w;
   try {
     w = self->spawn<caf::detached>(worker, std::move(work));
@@ -305,7 +324,9 @@ void run_on_worker(host_ptr self, job work, caf::typed_response_promise<call_res
     return;
   }
   const std::uint64_t ticket =
-      self->state.replies.expect_result(self, w, [self, rp, place](call_result* done, const caf::error& lost) mutable {
+      self->state.replies.expect_result(self, w, [self, rp, place, checked = std::move(checked)](call_result* done, const caf::error& lost) mutable {
+        if (done && done->code == io::rpc_error::denied)
+          return audit_refusal(self, std::move(checked), std::move(done->message), std::move(rp));
         if (done) rp.deliver(std::move(*done));
         else rp.deliver(call_error(io::rpc_error::tool_error, "the host operation failed: " + self->system().render(lost)));
       });
@@ -355,7 +376,8 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
           check_batch batch{r.extension, r.method, r.tool_call_id, self->state.cfg->session, p.checks};
           batch.opens_paths = true;
           batch.ticket = self->state.replies.expect_check(
-              self, checker, [self, rp, p, place](check_outcome* o, const caf::error& lost) mutable {
+              self, checker, [self, rp, p, place, ext = r.extension, method = r.method, call_id = r.tool_call_id](
+                                 check_outcome* o, const caf::error& lost) mutable {
                 if (o == nullptr) {
                   rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(lost),
                                         json{{"reason", "checker failure"}}));
@@ -372,7 +394,8 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
                                         json{{"capability", o->capability}, {"reason", o->reason}}));
                   return;
                 }
-                run_on_worker(self, p.make_job(*o), rp, place);
+                check_batch checked{std::move(ext), std::move(method), std::move(call_id), self->state.cfg->session, std::move(p.checks)};
+                run_on_worker(self, p.make_job(*o), rp, place, std::move(checked));
               });
           self->send(checker, check_atom::value, std::move(batch));
           return rp;

@@ -208,9 +208,9 @@ policy::error refusal(int err, const std::string& path_abs, const std::string& r
       // No plain open() fallback: without RESOLVE_BENEATH a swapped-in link could escape.
       return make_error(errc::resolve_failed, no_openat2);
     case EXDEV:
-      return make_error(errc::invalid_path, subject + " leads outside the allowed folder '" + root + "'; refused");
+      return make_error(errc::refused, subject + " leads outside the allowed folder '" + root + "'; refused");
     case ELOOP:
-      return make_error(errc::invalid_path, subject +
+      return make_error(errc::refused, subject +
                                                 " has a symlink on its path, which its check did not resolve (the "
                                                 "path changed since, or it is a /proc magic link); refused");
     case ENOENT:
@@ -277,7 +277,7 @@ unique_fd open_folder(const std::string& folder) {
 // The sentence for an allowed folder that could not be opened with `err`.
 policy::error folder_refusal(int err, const std::string& folder) {
   if (err == ELOOP)
-    return make_error(errc::invalid_path, "the allowed folder '" + folder +
+    return make_error(errc::refused, "the allowed folder '" + folder +
                                               "' has a symlink on its path now, which it had not when the rules "
                                               "were read; refused (start the session again if the change is wanted)");
   if (err == ENOSYS) return make_error(errc::resolve_failed, no_openat2);
@@ -339,7 +339,7 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
   }
   const int in = folder.valid() ? folder.get() : dir.get();
   if (in_denied_folder(in, dir.get(), denied))
-    return make_error(errc::invalid_path, "'" + path_abs +
+    return make_error(errc::refused, "'" + path_abs +
                                               "' lies in a folder the rules deny (known by its device and inode: moved, "
                                               "renamed or mounted elsewhere), or its folders could not be walked up to "
                                               "the allowed folder; refused");
@@ -347,7 +347,7 @@ policy::result<unique_fd> open_beneath(const std::string& root, const std::strin
   if (fd < 0) return refusal(errno, path_abs, root);
   unique_fd opened(static_cast<int>(fd));
   if (is_denied(id_of(opened.get()), denied))
-    return make_error(errc::invalid_path, "'" + path_abs +
+    return make_error(errc::refused, "'" + path_abs +
                                               "' is itself an entry the rules deny (known by its device and inode: moved, "
                                               "renamed or hard-linked); refused");
   return opened;
@@ -418,7 +418,7 @@ std::uint16_t port_of(const sockaddr* sa) {
 policy::result<std::vector<policy::ip_address>> resolve_host(const std::string& host) {
   policy::host_addresses found = look_up_host(host);
   if (found.addresses.empty())
-    return make_error(errc::invalid_value, "the host '" + host + "' could not be resolved (" + found.failure +
+    return make_error(errc::refused, "the host '" + host + "' could not be resolved (" + found.failure +
                                                "); dhara does not contact hosts it cannot check");
   return std::move(found.addresses);
 }
@@ -858,19 +858,19 @@ policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view h
                                                                const policy::domain_rules& rules) {
   try {
     if (addresses.empty())
-      return make_error(errc::invalid_value, "the host '" + std::string(host) + "' has no address");
+      return make_error(errc::refused, "the host '" + std::string(host) + "' has no address");
     if (auto literal = policy::parse_ip_literal(host)) {
       std::string canonical = literal->to_string();
       bool listed = std::find(rules.exact.begin(), rules.exact.end(), canonical) != rules.exact.end();
       if (!listed && policy::is_refused_address(*literal))
-        return make_error(errc::invalid_value, "the address " + canonical +
+        return make_error(errc::refused, "the address " + canonical +
                                                    " is loopback, private or link-local; list it literally to allow it");
       return std::vector<policy::ip_address>{*literal};
     }
     if (listed_by_name(rules, host)) return addresses;
     for (const policy::ip_address& ip : addresses)
       if (policy::is_refused_address(ip))
-        return make_error(errc::invalid_value, "the host '" + std::string(host) + "' resolves to " + ip.to_string() +
+        return make_error(errc::refused, "the host '" + std::string(host) + "' resolves to " + ip.to_string() +
                                                    ", a loopback, private or link-local address; list the host by name to allow it");
     return addresses;
   } catch (const std::exception& e) {
@@ -896,7 +896,7 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
     // rules refuse is not even looked up in DNS. The checker ran them already; the fetch
     // must not depend on the caller having passed it the same rules.
     policy::decision d = policy::check_url(rules, url);
-    if (!d.allowed()) return make_error(errc::invalid_value, d.reason);
+    if (!d.allowed()) return make_error(errc::refused, d.reason);
 
     // Resolve here rather than let libcurl do it: the addresses must be checked before any
     // connection, and a name such as "internal.example" may resolve to 10.x or 127.x.
@@ -906,7 +906,7 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
       resolved.push_back(*literal);
     } else {
       if (!is_dns_name(host))
-        return make_error(errc::invalid_value, "the host '" + to_valid_utf8(host) + "' is not a DNS name (IDNs must be punycode)");
+        return make_error(errc::refused, "the host '" + to_valid_utf8(host) + "' is not a DNS name (IDNs must be punycode)");
       auto r = resolve_host(host);
       if (!r) return r.err();
       resolved = std::move(*r);
@@ -914,7 +914,7 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
     auto vetted = vet_addresses(host, resolved, rules);
     if (!vetted) return vetted.err();
     if (!curl_agrees_on_host(url, host))
-      return make_error(errc::invalid_value, "the URL '" + url + "' names its host ambiguously; refused");
+      return make_error(errc::refused, "the URL '" + url + "' names its host ambiguously; refused");
 
     if (CURLcode init = curl_init_once(); init != CURLE_OK)
       return make_error(errc::resolve_failed, std::string("libcurl could not start: ") + curl_easy_strerror(init));
@@ -1001,7 +1001,7 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
     }
 
     CURLcode rc = curl_easy_perform(h);
-    if (!st.refused.empty()) return make_error(errc::invalid_value, st.refused);
+    if (!st.refused.empty()) return make_error(errc::refused, st.refused);
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && st.truncated)) {
       std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
       if (rc == CURLE_OPERATION_TIMEDOUT)

@@ -15,6 +15,7 @@ std::string_view to_string(errc code) {
     case errc::invalid_path: return "invalid_path";
     case errc::resolve_failed: return "resolve_failed";
     case errc::not_found: return "not_found";
+    case errc::refused: return "refused";
   }
   return "unknown_error";
 }

@@ -21,6 +21,10 @@ enum class errc {
   invalid_path,         ///< a path is empty, holds NUL, or cannot be normalized
   resolve_failed,       ///< symlink resolution failed (loop, I/O error)
   not_found,            ///< a looked-up thing does not exist
+  /// a host operation refused at the moment of use, by the rules or by what changed since its
+  /// check (a symlink on the way, a denied folder moved in, an address dhara did not vet):
+  /// answered and audited as a denial (actors/host_api.cpp)
+  refused,
 };
 
 /// The stable name of an error code, e.g. "unknown_capability".

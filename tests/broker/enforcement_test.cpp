@@ -432,6 +432,53 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   CHECK(verify_with_python().rfind("OK", 0) == 0);
 }
 
+// A request whose check is allowed can still be refused when its operation runs: here a denied
+// folder moved into an allowed path after the rules were read (its path no longer names it; its
+// identity does). The refusal is a denial: answered -32002 and audited as one, after the
+// check's own `allowed` entry (it was answered -32001 and the trail said only `allowed`).
+TEST_CASE_METHOD(enforcement_fixture, "an operation refused when it runs is answered and audited as a denial",
+                 "[runtime][enforcement][host]") {
+  home.add_extension("host-client");
+  REQUIRE(io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
+    auto r = policy::record(p, "host-client", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z");
+    if (!r) return policy::result<bool>(r.err());
+    return policy::result<bool>(true);
+  }));
+  testing::fs::create_directories(home.project() / "a/private");
+  std::ofstream(home.project() / "a/private/key") << "PRIVATE\n";
+  std::ofstream(home.dhara_home() / "config.json")
+      << json{{"security", {{"deniedPaths", {(home.project() / "a/private").string()}}}}}.dump();
+  auto loaded = broker::load_policy(where(), false);
+  REQUIRE(loaded);
+  broker::extension_host host(sys, *loaded);
+  host.start();
+  testing::fs::rename(home.project() / "a", home.project() / "z");
+
+  auto read = host_call(*this, host, "host/fs/read", {{"path", "z/private/key"}});
+  CAPTURE(read.dump());
+  CHECK(read["error"]["code"] == -32002);
+  CHECK(read["error"]["data"]["capability"] == "filesystem:read");
+  const std::string reason = read["error"]["data"]["reason"];
+  CHECK_THAT(reason, Catch::Contains("lies in a folder the rules deny"));
+  CHECK(read["error"]["message"] == reason);
+  // A file that is simply missing is still a failed operation (-32001), not a denial.
+  auto missing = host_call(*this, host, "host/fs/read", {{"path", "src/none.txt"}});
+  CHECK(missing["error"]["code"] == -32001);
+  host.shutdown();
+
+  std::vector<std::string> actions;
+  for (const json& line : audit_lines()) {
+    if (line["extension"] != "host-client" || line["details"].value("path", "") != "z/private/key") continue;
+    actions.push_back(line["action"]);
+    CHECK(line["tool"] == "host/fs/read");
+    CHECK(line["capability"] == "filesystem:read");
+    CHECK(line["decidedBy"] == (line["action"] == "denied" ? "rule" : "user"));
+    if (line["action"] == "denied") CHECK(line["reason"] == reason);
+  }
+  CHECK(actions == std::vector<std::string>{"allowed", "denied"});
+  CHECK(verify_with_python().rfind("OK", 0) == 0);
+}
+
 TEST_CASE_METHOD(enforcement_fixture, "a project config asking for yolo is ignored with a warning", "[runtime][enforcement]") {
   approve_read();
   testing::fs::create_directories(home.project() / ".dhara");

@@ -221,7 +221,7 @@ TEST_CASE("hostile tree: a denied path that does not exist yet, reached through 
   // denied folder: openat2 refuses the dangling absolute link.
   auto w = io::fs_write(t / "proj", t / "proj/dangling", "pwned", 1 << 20);
   REQUIRE_FALSE(w);
-  CHECK(w.err().code == policy::errc::invalid_path);
+  CHECK(w.err().code == policy::errc::refused);
   CHECK_FALSE(fs::exists(t / "secret/new.key"));
   auto w2 = io::fs_write(t / "proj", t / "proj/parent/future-secret", "pwned", 1 << 20);
   REQUIRE_FALSE(w2);
@@ -242,7 +242,7 @@ TEST_CASE("hostile tree: a link swapped in after the check cannot escape the all
   fs::create_directory_symlink(t / "secret", t / "proj/swap");
   auto w = io::fs_write(root, target, "pwned", 1 << 20);
   REQUIRE_FALSE(w);
-  CHECK(w.err().code == policy::errc::invalid_path);
+  CHECK(w.err().code == policy::errc::refused);
   CHECK_FALSE(fs::exists(t / "secret/k"));
   auto r = io::fs_read(root, t / "proj/swap/key", "utf8", 1 << 20);
   REQUIRE_FALSE(r);
@@ -285,10 +285,10 @@ TEST_CASE("hostile tree: a link retargeted into a denied folder beneath the root
   fs::create_directory_symlink("private", t / "proj/src");
   auto again = io::fs_read(root, d.resolved, "utf8", 1 << 20);
   REQUIRE_FALSE(again);
-  CHECK(again.err().code == policy::errc::invalid_path);
+  CHECK(again.err().code == policy::errc::refused);
   auto written = io::fs_write(root, w.resolved, "pwned", 1 << 20);
   REQUIRE_FALSE(written);
-  CHECK(written.err().code == policy::errc::invalid_path);
+  CHECK(written.err().code == policy::errc::refused);
   CHECK(get(t / "proj/private/key") == "PRIVATE\n");
   auto listed = io::fs_list(root, t / "proj/src");
   REQUIRE_FALSE(listed);
@@ -349,7 +349,7 @@ TEST_CASE("hostile tree: a denied folder whose parent was renamed is refused by 
   }
   auto read = io::fs_read(root, tr.decide("z/private/key").resolved, "utf8", 1 << 20, ids);
   REQUIRE_FALSE(read);
-  CHECK(read.err().code == policy::errc::invalid_path);
+  CHECK(read.err().code == policy::errc::refused);
   CHECK_THAT(read.err().message, Catch::Contains("lies in a folder the rules deny"));
   auto created = io::fs_write(root, tr.decide("z/private/new.key", capability::filesystem_write).resolved, "x",
                               1 << 20, ids);
@@ -673,10 +673,10 @@ TEST_CASE("hostile tree: /proc/self/root, /proc/*/environ and /dev/fd links are 
   // The host operation refuses the magic link itself, whatever the checker said.
   auto r = io::fs_read(t / "proj", t / "proj/proc-root" + (t / "proj/src/a.ts"), "utf8", 1 << 20);
   REQUIRE_FALSE(r);
-  CHECK(r.err().code == policy::errc::invalid_path);
+  CHECK(r.err().code == policy::errc::refused);
   auto root = io::fs_read("/proc/self", "/proc/self/root/etc/hostname", "utf8", 1 << 20);
   REQUIRE_FALSE(root);  // a magic link is never followed
-  CHECK(root.err().code == policy::errc::invalid_path);
+  CHECK(root.err().code == policy::errc::refused);
   auto fd = io::fs_read(t / "proj", "/proc/self/fd/" + std::to_string(key_fd), "utf8", 1 << 20);
   REQUIRE_FALSE(fd);
   ::close(pipe_fds[0]);
@@ -717,7 +717,7 @@ TEST_CASE("hostile tree: an extension cannot approve itself or edit the audit th
     INFO(link);
     auto w = io::fs_write(t / "proj", (t.root / "proj" / link).string(), R"({"fs-tools":{"capabilities":{"process:spawn":"approved"}}})", 1 << 20);
     REQUIRE_FALSE(w);
-    CHECK(w.err().code == policy::errc::invalid_path);
+    CHECK(w.err().code == policy::errc::refused);
   }
   CHECK(get(dhara_home + "/permissions.json") == "{}\n");
   CHECK(get(dhara_home + "/audit.jsonl").empty());
@@ -875,7 +875,7 @@ TEST_CASE("hostile urls: IP literals, userinfo and loopback names never reach a 
     auto got = io::net_fetch(r.url, "GET", json(), "", *r.rules, limits);
     REQUIRE_FALSE(got);
     INFO("error: " << got.err().message);
-    CHECK(got.err().code == policy::errc::invalid_value);
+    CHECK(got.err().code == policy::errc::refused);
     CHECK(got.err().message.find(r.reason_has) != std::string::npos);
   }
   CHECK(listener.connections() == 0);
