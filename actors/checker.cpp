@@ -519,6 +519,11 @@ void looked_up(checker_ptr self, const std::string& host, policy::host_addresses
   if (auto waiting = s.lookups.extract(host); !waiting.empty())
     for (std::shared_ptr<pending_batch>& p : waiting.mapped()) {
       p->host.clear();
+      if (!s.snapshot) {  // the store never sends none, but fail closed
+        record(*p, p->lines, p->batch.checks[p->next], policy::failure_decision("no policy is loaded"), s);
+        release(self, *p);
+        continue;
+      }
       wait_for(self, p, decide_from(self, *p, p->lines));
     }
   while (!s.lookups_queued.empty() && s.lookups_running < max_lookups) {
