@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -1499,11 +1500,18 @@ for line in sys.stdin:
         continue
     if msg["method"] == "initialize":
         result = {"protocolVersion": "0.1.0", "name": "fire", "version": "1.0.0",
-                  "tools": [{"name": t, "description": t, "parameters": {}} for t in ("fire", "flood")]}
+                  "tools": [{"name": t, "description": t, "parameters": {}} for t in ("fire", "flood", "hold")]}
     elif msg["method"] == "tools/execute" and msg["params"]["toolName"] == "fire":
         print(json.dumps({"jsonrpc": "2.0", "id": "h1", "method": "host/process/spawn",
                           "params": {"argv": ["sleep", "41.4142"], "timeoutMs": 120000}}), flush=True)
         result = {"content": [{"type": "text", "text": "sent"}]}
+    elif msg["method"] == "tools/execute" and msg["params"]["toolName"] == "hold":
+        # The spawn, then no answer for a minute: dhara runs on until it is killed.
+        print(json.dumps({"jsonrpc": "2.0", "id": "h2", "method": "host/process/spawn",
+                          "params": {"argv": ["sleep", "43.2101"], "timeoutMs": 120000}}), flush=True)
+        import time
+        time.sleep(60)
+        result = {"content": [{"type": "text", "text": "held"}]}
     elif msg["method"] == "tools/execute":  # flood: 40 spawns at once, then their answers
         for i in range(40):
             print(json.dumps({"jsonrpc": "2.0", "id": f"f{i}", "method": "host/process/spawn",
@@ -1554,7 +1562,25 @@ def test_a_spawn_still_running_ends_with_the_session():
         answers = json.loads(json.loads(p.stdout)["result"]["content"][0]["text"])
         refused = [a for a in answers.values() if "in flight already" in a]
         assert list(answers.values()).count("ok") == 16 and len(refused) == 24, answers
+        # dhara killed with SIGKILL, which it cannot act on: the spawn dies with it all the same
+        # (the launcher it runs through dies with its parent, and takes the program with it).
+        p = subprocess.Popen([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        p.stdin.write('{"tool": "hold"}\n')
+        p.stdin.close()
+        deadline = time.monotonic() + 30
+        while not sleepers("43.2101") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleepers("43.2101"), "the spawn never started"
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while sleepers("43.2101") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not sleepers("43.2101"), "the spawn outlived a kill -9 of dhara"
     finally:
+        for pid in sleepers("43.2101"):
+            os.kill(int(pid), signal.SIGKILL)
         h.close()
 
 
