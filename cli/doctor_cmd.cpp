@@ -99,6 +99,19 @@ std::size_t terminal_columns() {
   return 120;
 }
 
+// What the result of a verification says about a chain whose first line is not seq 1. Rotation
+// keeps at least one older file (`keep` is 1 or more), so a lone file that does not start the
+// trail lost its older lines some other way: removed by hand, or cut from the file's head.
+std::string anchored_note(const io::audit_verification& v) {
+  if (!v.anchored) return {};
+  const bool lone_current = v.files.size() == 1 && v.files.front().ends_with("/audit.jsonl");
+  if (!lone_current) return " (older files were rotated away: the first kept line anchors the chain)";
+  const std::string missing = v.first_seq == 2 ? "seq 1 is" : "seq 1 to " + std::to_string(v.first_seq - 1) + " are";
+  return " (" + missing +
+         " not here and no older file is left, though rotation keeps one: removed, or cut from this file; its first "
+         "line anchors the chain)";
+}
+
 std::string human_bytes(std::uint64_t n) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(n);
@@ -575,7 +588,7 @@ int doctor_verify(const std::string& dir) {
   std::printf("audit trail OK: %llu line%s in %zu file%s, seq %llu to %llu%s\n", static_cast<unsigned long long>(v->lines),
               v->lines == 1 ? "" : "s", v->files.size(), v->files.size() == 1 ? "" : "s",
               static_cast<unsigned long long>(v->first_seq), static_cast<unsigned long long>(v->last_seq),
-              v->anchored ? " (older files were rotated away: the first kept line anchors the chain)" : "");
+              anchored_note(*v).c_str());
   return 0;
 }
 
@@ -1209,7 +1222,7 @@ void print_report(const health_report& r) {
                            std::to_string(v->last_seq) + ", " + human_bytes(a.bytes);
       if (v->ok) {
         p.ok(counts + "; hash chain verified in " + took +
-             (v->anchored ? " (older files were rotated away: the first kept line anchors the chain)" : ""));
+             anchored_note(*v));
       } else {
         p.bad("BROKEN", v->first_bad_file + " line " + std::to_string(v->first_bad_line) + ": " + v->why);
         p.more("the " + entries + " before it verified (seq " + std::to_string(v->first_seq) +
