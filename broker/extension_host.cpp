@@ -137,7 +137,7 @@ policy::result<bool> extension_host::record_approval(const std::string& extensio
     auto written = io::update_permissions(io::permissions_path(policy_.where.dhara_home),
                                           [&](policy::permissions& p) -> policy::result<bool> {
       auto r = policy::record(p, extension, capability, policy::permission_state::approved, e.manifest.version,
-                              e.folder, policy::format_timestamp(io::wall_clock_ms()));
+                              e.folder, policy::format_timestamp(io::wall_clock_ms()), policy_.settings.level);
       if (!r) return r.err();
       return true;
     });
@@ -439,7 +439,7 @@ void extension_host::ask_for_pending_capabilities() {
       for (const auto& [list, state] : {std::pair{&answer.approved, policy::permission_state::approved},
                                         std::pair{&answer.denied, policy::permission_state::denied}})
         for (const std::string& cap : *list) {
-          auto r = policy::record(p, e.manifest.name, cap, state, e.manifest.version, e.folder, stamp);
+          auto r = policy::record(p, e.manifest.name, cap, state, e.manifest.version, e.folder, stamp, policy_.settings.level);
           if (!r) return r.err();
         }
       return true;

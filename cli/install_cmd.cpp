@@ -774,11 +774,9 @@ int install_extension(const global_options& g, const install_options& o) {
   if (!answers.empty()) {
     auto stamp = policy::format_timestamp(io::wall_clock_ms());
     auto written = io::update_permissions(io::permissions_path(dhara_home), [&](policy::permissions& p) -> policy::result<bool> {
-      if (auto it = p.entries.find(name); it != p.entries.end() && policy::entry_applies_to(it->second, name, dest, dhara_home))
-        policy::rebind_version(it->second, m.version, settings.level);
       for (const auto& [cap, ok] : answers) {
         auto r = policy::record(p, name, cap, ok ? policy::permission_state::approved : policy::permission_state::denied,
-                                m.version, dest, stamp);
+                                m.version, dest, stamp, settings.level);
         if (!r) return r.err();
       }
       return true;

@@ -197,7 +197,7 @@ int permissions_change(const global_options&, const std::string& action, const s
   auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
     for (const std::string& x : caps) {
       auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,
-                              version, folder, stamp);
+                              version, folder, stamp, c->policy.settings.level);
       if (!r) return r.err();
     }
     return true;

@@ -201,7 +201,7 @@ bool entry_applies_to(const permission_entry& entry, std::string_view name, std:
 
 result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
                                 permission_state state, std::string_view version,
-                                std::string_view folder, std::string_view now_iso8601) {
+                                std::string_view folder, std::string_view now_iso8601, security_level level) {
   try {
     if (!is_valid_extension_name(ext))
       return make_error(errc::invalid_value, shown(ext) + " is not a valid extension name");
@@ -218,7 +218,7 @@ result<permission_entry> record(permissions& p, std::string_view ext, std::strin
       e.approved_at.reset();
       e.approved_by.reset();
     }
-    e.version = std::string(version);
+    rebind_version(e, version, level);
     e.folder = std::move(target);
     e.capabilities[std::string(pattern)] = state;
     e.approved_at = std::string(now_iso8601);

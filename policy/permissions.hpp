@@ -75,11 +75,12 @@ bool entry_applies_to(const permission_entry& entry, std::string_view name, std:
 /// are errors, nothing changed. The entry's version and folder become the given ones (an
 /// empty folder removes the binding). An entry recorded for another folder starts over
 /// (its states belonged to another extension); an entry without a folder adopts `folder`.
-/// record() keeps other states across a version change: at paranoid, call
-/// rebind_version() first, or approvals given to the old version would carry over.
+/// A version change moves the entry as `level` binds approvals (rebind_version): at paranoid
+/// the old version's states are forgotten before this one is recorded, so one approval or
+/// revocation never brings back the others given to the version before.
 result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
                                 permission_state state, std::string_view version,
-                                std::string_view folder, std::string_view now_iso8601);
+                                std::string_view folder, std::string_view now_iso8601, security_level level);
 
 /// Moves an entry to `version` the way `level` binds approvals (see effective_for):
 /// paranoid forgets every recorded capability, the other levels keep them. No-op when the

@@ -458,6 +458,23 @@ def test_upgrade_at_paranoid_asks_again_for_everything():
     h.close()
 
 
+def test_one_change_after_an_upgrade_at_paranoid_brings_back_nothing_else():
+    # Upgraded without a terminal, everything is pending; one revocation (or approval) of one
+    # capability then recorded the new version and kept every state given to the old one:
+    # network:fetch came back approved for 2.0.0 with no decision about it (a review).
+    h = Home({"security": {"level": "paranoid"}})
+    assert h.on_terminal("extensions", "install", web_tools(h), keys=["y", "y"])[0] == 0
+    code, out, err = h.dhara("extensions", "install", web_tools(h, version="2.0.0"), "--force")
+    assert code == 0 and "pending:  network:fetch, network:dns" in out, (code, out, err)
+    code, out, err = h.dhara("config", "permissions", "revoke", "web-tools", "network:dns")
+    assert code == 0, err
+    entry = h.perms()["web-tools"]
+    assert entry["version"] == "2.0.0" and entry["capabilities"] == {"network:dns": "denied"}, entry
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:dns")
+    assert code == 0 and h.perms()["web-tools"]["capabilities"] == {"network:dns": "approved"}, h.perms()
+    h.close()
+
+
 def test_approvals_for_another_folder_are_not_inherited():
     h = Home()
     with open(os.path.join(h.dh, "permissions.json"), "w") as f:

@@ -274,7 +274,7 @@ TEST_CASE("an entry applies only to the folder it was approved for", "[policy][p
 TEST_CASE("record creates an entry and stamps it", "[policy][permissions]") {
   permissions p;
   auto e = record(p, "web-tools", "network:*", approved, "1.0.0", "/h/extensions/web-tools",
-                  "2026-05-14T10:00:00Z");
+                  "2026-05-14T10:00:00Z", security_level::standard);
   REQUIRE(e);
   REQUIRE(p.entries.count("web-tools") == 1);
   const auto& stored = p.entries.at("web-tools");
@@ -289,9 +289,9 @@ TEST_CASE("record creates an entry and stamps it", "[policy][permissions]") {
 
 TEST_CASE("record updates an existing entry's states, version and time", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1"));
-  REQUIRE(record(p, "web-tools", "filesystem:write", denied, "1.0.0", "/f", "t2"));
-  REQUIRE(record(p, "web-tools", "network:fetch", denied, "1.1.0", "/f", "t3"));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", security_level::standard));
+  REQUIRE(record(p, "web-tools", "filesystem:write", denied, "1.0.0", "/f", "t2", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", denied, "1.1.0", "/f", "t3", security_level::standard));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.capabilities.size() == 2);
   CHECK(e.capabilities.at("network:fetch") == denied);
@@ -302,15 +302,15 @@ TEST_CASE("record updates an existing entry's states, version and time", "[polic
 
 TEST_CASE("record refuses invalid patterns and names and changes nothing", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/f", "t"));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/f", "t", security_level::standard));
   std::string before = serialize_permissions(p);
   for (const char* pattern : {"network:fech", "bogus:*", "*", "", "network:"}) {
     CAPTURE(pattern);
-    auto r = record(p, "web-tools", pattern, approved, "2", "/g", "t2");
+    auto r = record(p, "web-tools", pattern, approved, "2", "/g", "t2", security_level::standard);
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::unknown_capability);
   }
-  auto bad_name = record(p, "../evil", "network:fetch", approved, "1", "/f", "t");
+  auto bad_name = record(p, "../evil", "network:fetch", approved, "1", "/f", "t", security_level::standard);
   REQUIRE_FALSE(bad_name);
   CHECK(bad_name.err().code == errc::invalid_value);
   CHECK(serialize_permissions(p) == before);
@@ -318,9 +318,9 @@ TEST_CASE("record refuses invalid patterns and names and changes nothing", "[pol
 
 TEST_CASE("record for another folder starts the entry over", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "filesystem:write", approved, "1", "/home/.dhara/extensions/web-tools", "t1"));
+  REQUIRE(record(p, "web-tools", "filesystem:write", approved, "1", "/home/.dhara/extensions/web-tools", "t1", security_level::standard));
   p.entries.at("web-tools").extra["note"] = "kept";
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/proj/.dhara/extensions/web-tools", "t2"));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/proj/.dhara/extensions/web-tools", "t2", security_level::standard));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.folder == "/proj/.dhara/extensions/web-tools");
   CHECK(e.capabilities.size() == 1);
@@ -333,7 +333,7 @@ TEST_CASE("record binds a hand-written entry without folder and keeps its states
                                        "capabilities": {"network:dns": "approved"}}})");
   REQUIRE(parsed);
   permissions p = parsed->value;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/h/extensions/web-tools", "t"));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/h/extensions/web-tools", "t", security_level::standard));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.folder == "/h/extensions/web-tools");
   CHECK(e.capabilities.at("network:dns") == approved);
@@ -356,6 +356,21 @@ TEST_CASE("rebind_version forgets approvals only at paranoid", "[policy][permiss
   CHECK(effective_for(forgotten, "2.0.0", security_level::paranoid).approved.empty());
 }
 
+TEST_CASE("record moves an entry to a new version as the level binds approvals", "[policy][permissions]") {
+  for (security_level level : {security_level::standard, security_level::paranoid}) {
+    CAPTURE(to_string(level));
+    permissions p;
+    REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", level));
+    REQUIRE(record(p, "web-tools", "network:dns", approved, "1.0.0", "/f", "t1", level));
+    // One revocation for 2.0.0: at paranoid nothing given to 1.0.0 stays.
+    REQUIRE(record(p, "web-tools", "network:dns", denied, "2.0.0", "/f", "t2", level));
+    const auto& e = p.entries.at("web-tools");
+    CHECK(e.version == "2.0.0");
+    CHECK(e.capabilities.at("network:dns") == denied);
+    CHECK(e.capabilities.count("network:fetch") == (level == security_level::paranoid ? 0u : 1u));
+  }
+}
+
 TEST_CASE("reset forgets an extension", "[policy][permissions]") {
   auto parsed = parse_permissions(design_example);
   REQUIRE(parsed);
@@ -373,7 +388,7 @@ TEST_CASE("permission states have names", "[policy][permissions]") {
 
 TEST_CASE("serialization never throws on bytes that are not UTF-8", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/home/caf\xe9", "t"));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/home/caf\xe9", "t", security_level::standard));
   std::string text = serialize_permissions(p);
   CHECK_THAT(text, Catch::Contains("/home/caf\xef\xbf\xbd"));
   CHECK(parse_permissions(text));
