@@ -70,11 +70,13 @@ struct pending_batch;
 
 using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
 
-// Looks one host name up on a detached thread of its own (getaddrinfo blocks), then ends.
-using lookup_worker_actor = caf::typed_actor<caf::replies_to<lookup_atom, std::string>::with<policy::host_addresses>>;
+// Looks one host name up on a detached thread of its own (getaddrinfo blocks), then ends. The
+// name comes as the spawn's argument: CAF 0.17 trips UBSan on a function actor spawned without
+// one (../shared/CAF017.md).
+using lookup_worker_actor = caf::typed_actor<caf::replies_to<lookup_atom>::with<policy::host_addresses>>;
 
-lookup_worker_actor::behavior_type lookup_worker(lookup_worker_actor::pointer self) {
-  return {[=](lookup_atom, const std::string& host) {
+lookup_worker_actor::behavior_type lookup_worker(lookup_worker_actor::pointer self, std::string host) {
+  return {[=](lookup_atom) {
     policy::host_addresses answer = io::look_up_host(host);
     self->quit();
     return answer;
@@ -537,12 +539,12 @@ void looked_up(checker_ptr self, const std::string& host, policy::host_addresses
 void start_lookup(checker_ptr self, const std::string& host) {
   lookup_worker_actor worker;
   try {
-    worker = self->spawn<caf::detached>(lookup_worker);
+    worker = self->spawn<caf::detached>(lookup_worker, host);
   } catch (const std::exception& e) {  // no thread to be had (a process limit): refused, not lost
     return looked_up(self, host, {{}, std::string("no thread could look it up: ") + e.what()});
   }
   ++self->state.lookups_running;
-  self->request(worker, lookup_timeout, lookup_atom::value, host)
+  self->request(worker, lookup_timeout, lookup_atom::value)
       .then(
           [self, host](policy::host_addresses& answer) {
             --self->state.lookups_running;
