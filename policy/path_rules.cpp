@@ -543,7 +543,10 @@ std::vector<builtin_denial> builtin_denials(const path_rules_input& in) {
   if (!in.project_root.empty())
     out.push_back({in.project_root + "/.dhara", "config.json*", "built-in: <project>/.dhara/config.json"});
   for (const std::string& dir : in.extension_dirs)
-    if (!dir.empty()) out.push_back({dir, "", std::string(extension_dir_rule) + dir});
+    if (!dir.empty())
+      out.push_back({dir, "", !in.project_root.empty() && dir == in.project_root + (in.project_root == "/" ? ".dhara" : "/.dhara")
+                                  ? std::string(project_dhara_rule)
+                                  : std::string(extension_dir_rule) + dir});
   return out;
 }
 

@@ -155,6 +155,9 @@ struct path_rules_input {
 /// The start of the `written` text of the built-in denial of an extensions folder; the
 /// sandbox profile recognizes these entries by it.
 inline constexpr std::string_view extension_dir_rule = "built-in: extensions folder ";
+/// How a denial names the project's own .dhara folder (its config and extensions), which is
+/// protected as the extension folders are (read-only in the OS sandbox).
+inline constexpr std::string_view project_dhara_rule = "built-in: <project>/.dhara";
 
 /// One compiled entry: the text the user wrote (for reasons) and its normalized form.
 struct path_entry {

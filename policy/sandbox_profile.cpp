@@ -125,7 +125,8 @@ sandbox_inputs sandbox_inputs_for(const policy_snapshot& snapshot, const extensi
   for (const path_entry& e : snapshot.paths.allowed)
     if (!e.glob) in.allowed_paths.push_back(e.normalized);  // an allowed glob grants nothing here
   for (const path_entry& e : snapshot.paths.denied) {
-    if (!e.glob && e.written.starts_with(extension_dir_rule)) in.read_only_paths.push_back(e.normalized);
+    if (!e.glob && (e.written.starts_with(extension_dir_rule) || e.written == project_dhara_rule))
+      in.read_only_paths.push_back(e.normalized);
     else if (e.glob) in.denied_globs.push_back(glob3_pattern(e));
     else in.denied_paths.push_back(e.normalized);
   }

@@ -763,6 +763,15 @@ merged_settings merge_settings(const settings_layer& global, const settings_laye
       if (std::find(protect.begin(), protect.end(), d) == protect.end()) protect.push_back(d);
   };
   keep_protected();
+  // A project's own .dhara folder (its extensions and its config) is protected as the global
+  // extension folders are, trusted or not: else an extension allowed to write the project
+  // rewrote another's code and ran with its approvals, planted one that runs once the project
+  // is trusted, or wrote a config.json (created new, no mask hid it in the sandbox) that
+  // loosens the rules of a trusted project at its next session.
+  if (!ctx.project_root.empty()) {
+    std::string own = ctx.project_root == "/" ? "/.dhara" : ctx.project_root + "/.dhara";
+    if (std::find(protect.begin(), protect.end(), own) == protect.end()) protect.push_back(std::move(own));
+  }
   // The command line is the user too, so its trustedProjects (when given) decide trust as
   // the global file's do; a project can never vouch for itself.
   std::vector<std::string> trusted = m.effective().trusted_projects;

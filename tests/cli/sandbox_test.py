@@ -396,6 +396,30 @@ def test_a_project_named_with_glob_characters_is_granted_by_name():
         h.close()
 
 
+def test_the_projects_dhara_folder_is_read_only_inside_a_writable_project():
+    # An extension allowed to write the project rewrote a project extension's code (which then
+    # ran with that one's approvals) and wrote the project's config, which a trusted project's
+    # next session reads (a review). The project's .dhara is read-only in the sandbox now, and
+    # denied to tools as the extension folders are.
+    if not need("Landlock", landlock_abi() >= 1):
+        return
+    h = Home(approved=("filesystem:read", "filesystem:write", "process:spawn"))
+    try:
+        own = os.path.join(h.project, ".dhara")
+        os.makedirs(os.path.join(own, "extensions", "p"))
+        h.put(os.path.join(own, "extensions", "p", "main.py"), "print('p')\n")
+        h.put(os.path.join(own, "config.json"), "{}\n")
+        code, out, err = h.exec("/bin/sh", "-c", "echo x >> .dhara/extensions/p/main.py; echo p=$?; "
+                                "echo '{}' > .dhara/extensions/p/new.py; echo new=$?; "
+                                "echo '{}' >> .dhara/config.json; echo cfg=$?; echo x >> file.txt; echo file=$?")
+        assert code == 0, (out, err)
+        assert [l for l in out.splitlines() if "=" in l] == ["p=2", "new=2", "cfg=2", "file=0"], (out, err)
+        assert open(os.path.join(own, "extensions", "p", "main.py")).read() == "print('p')\n"
+        assert open(os.path.join(own, "config.json")).read() == "{}\n"
+    finally:
+        h.close()
+
+
 def test_installed_extensions_are_read_only_inside_a_writable_home():
     # allowedPaths ["~"] with filesystem:write covers $DHARA_HOME/extensions: an extension
     # must still not rewrite another extension or its own manifest (it would run changed code

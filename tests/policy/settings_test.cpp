@@ -394,9 +394,11 @@ TEST_CASE("every extension folder stays protected when a project narrows extensi
   auto m = merge_settings(g, &p, nullptr, ctx);
   CHECK(m.effective.extension_dirs == std::vector<std::string>{"/opt/dhara-ext"});  // narrowed: loads less
   // ...but the extensions of the folder it dropped still run in other sessions: still denied.
-  CHECK(m.effective.protected_extension_dirs == std::vector<std::string>{"/home/u/.dhara/extensions", "/opt/dhara-ext"});
+  // The project's own .dhara (its config and extensions) is protected too, trusted or not.
+  CHECK(m.effective.protected_extension_dirs ==
+        std::vector<std::string>{"/home/u/.dhara/extensions", "/opt/dhara-ext", "/home/u/proj/.dhara"});
   CHECK(merge_settings(settings_layer{}, nullptr, nullptr, ctx).effective.protected_extension_dirs ==
-        std::vector<std::string>{"/home/u/.dhara/extensions"});
+        std::vector<std::string>{"/home/u/.dhara/extensions", "/home/u/proj/.dhara"});
 }
 
 TEST_CASE("project paths are relative to the project root", "[policy][settings]") {
