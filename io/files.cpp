@@ -17,7 +17,9 @@ namespace dhara::io {
 
 policy::result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {
   using policy::errc;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: a FIFO planted in a file's place (a repository's .dhara/config.json, a
+  // manifest) would block open() until a writer came; it is refused below as not a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return policy::make_error(errc::not_found, path + " does not exist");
@@ -83,12 +85,23 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
     if (!n) return policy::make_error(errc::invalid_value, "DHARA_HOME: " + n.err().message);
     loc.dhara_home = std::move(*n);
   }
-  // The nearest ancestor of cwd with a .dhara/ folder that is not DHARA_HOME itself.
+  // The nearest ancestor of cwd with a .dhara/ folder that is neither DHARA_HOME nor ~/.dhara,
+  // known by device and inode, not by name: cwd is a resolved path, HOME and DHARA_HOME may
+  // not be (a home reached through a symlink), and a ~/.dhara left behind when DHARA_HOME moved
+  // is no project's. Taken as a project, either made the whole home the project's allowed
+  // folder.
+  struct stat dh_st, home_st;
+  const bool dh_known = ::stat(loc.dhara_home.c_str(), &dh_st) == 0;
+  const bool home_known = ::stat((loc.home + "/.dhara").c_str(), &home_st) == 0;
+  auto is_state_folder = [&](const struct stat& st) {
+    return (dh_known && st.st_dev == dh_st.st_dev && st.st_ino == dh_st.st_ino) ||
+           (home_known && st.st_dev == home_st.st_dev && st.st_ino == home_st.st_ino);
+  };
   loc.project_root = loc.cwd;
   for (std::string dir = loc.cwd;;) {
     std::string marker = (dir == "/" ? std::string() : dir) + "/.dhara";
     struct stat st;
-    if (marker != loc.dhara_home && ::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (marker != loc.dhara_home && ::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st)) {
       loc.project_root = dir;
       break;
     }

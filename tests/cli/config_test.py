@@ -363,6 +363,27 @@ def test_project_without_a_marker_is_the_cwd():
     h.close()
 
 
+def test_dhara_s_own_folder_is_no_project_marker_however_it_is_reached():
+    # HOME through a symlink (cwd is a resolved path), or DHARA_HOME moved away from a ~/.dhara
+    # left behind: ~/.dhara was taken for a project's marker, the whole home became the project
+    # and its allowed folder (a review: an approved std extension rewrote ~/.bashrc).
+    h = Home(project_marker=False)
+    work = os.path.join(h.home, "work")
+    os.makedirs(os.path.join(h.dh))
+    os.makedirs(work)
+    link = os.path.join(h.root, "home-link")
+    os.symlink(h.home, link)
+    for env in ({"HOME": link, "PATH": h.env["PATH"]},
+                {"HOME": h.home, "DHARA_HOME": os.path.join(h.root, "elsewhere"), "PATH": h.env["PATH"]}):
+        p = subprocess.run([DHARA, "config", "set", "--project", "extensions.maxRestarts", "1"], cwd=work, env=env,
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        check(p.returncode == 0, env, p.stderr)
+        check(h.load(os.path.join(work, ".dhara", "config.json")) == {"extensions": {"maxRestarts": 1}}, env)
+        check(not os.path.exists(os.path.join(h.dh, "config.json")), env, "the home was taken for the project")
+        shutil.rmtree(os.path.join(work, ".dhara"))
+    h.close()
+
+
 def test_project_loosening_is_written_but_warned_and_ignored_until_trusted():
     h = Home()
     code, out, err = h.config("set", "--project", "security.level", "yolo")
