@@ -769,9 +769,22 @@ int install_extension(const global_options& g, const install_options& o) {
   fsync_dir(parent);
   fsync_dir(ext_root);
 
-  // Record the answers, bound to the installed folder, and audit them as the user's.
+  // Audit the answers as the user's, then record them, bound to the installed folder: an
+  // approval the trail cannot hold is not made (recorded first, it was in force with no line
+  // saying so).
   int exit_code = 0;
   if (!answers.empty()) {
+    std::vector<policy::audit_entry> entries;
+    for (const auto& [cap, ok] : answers) {
+      auto e = user_change_entry(name, cap, ok, ok ? "approve" : "revoke");
+      if (!ok) e.reason = "denied by the user at install";
+      e.details.emplace_back("via", "install");
+      e.details.emplace_back("prompt", per_capability ? "capability" : "package");
+      entries.push_back(std::move(e));
+    }
+    const std::string unaudited = name + " is installed, but its answers could not be audited, so none was recorded; its "
+                                         "capabilities stay pending";
+    if (!audit_user_changes(*loaded, std::move(entries), unaudited)) return 1;
     auto stamp = policy::format_timestamp(io::wall_clock_ms());
     auto written = io::update_permissions(io::permissions_path(dhara_home), [&](policy::permissions& p) -> policy::result<bool> {
       for (const auto& [cap, ok] : answers) {
@@ -787,15 +800,6 @@ int install_extension(const global_options& g, const install_options& o) {
                    name.c_str(), written.err().message.c_str(), name.c_str());
       return 1;
     }
-    std::vector<policy::audit_entry> entries;
-    for (const auto& [cap, ok] : answers) {
-      auto e = user_change_entry(name, cap, ok, ok ? "approve" : "revoke");
-      if (!ok) e.reason = "denied by the user at install";
-      e.details.emplace_back("via", "install");
-      e.details.emplace_back("prompt", per_capability ? "capability" : "package");
-      entries.push_back(std::move(e));
-    }
-    if (!audit_user_changes(*loaded, std::move(entries))) exit_code = 1;
   }
 
   // Where sessions will look: warn when this install will not be the one they load.

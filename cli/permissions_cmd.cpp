@@ -194,6 +194,12 @@ int permissions_change(const global_options&, const std::string& action, const s
   std::string version = version_of(*k);
   std::string folder = k->installed ? k->installed->folder : (k->recorded && k->recorded->folder ? *k->recorded->folder : "");
   auto stamp = policy::format_timestamp(io::wall_clock_ms());
+  for (const std::string& x : caps) entries.push_back(user_change_entry(name, x, approve, approve ? "approve" : "revoke"));
+  // An approval is audited before it is recorded: one the trail cannot hold is not made (made
+  // first, it was in force with no line saying so). A revocation is recorded first: made
+  // without its line, it takes away, never grants.
+  if (approve && !audit_user_changes(c->policy, entries, "nothing was approved: the approval could not be audited"))
+    return 1;
   auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
     for (const std::string& x : caps) {
       auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,
@@ -203,13 +209,13 @@ int permissions_change(const global_options&, const std::string& action, const s
     return true;
   });
   if (!done) {
-    std::fprintf(stderr, "dhara: %s\n", done.err().message.c_str());
+    std::fprintf(stderr, "dhara: %s%s\n", done.err().message.c_str(),
+                 approve ? " (the approval is in the audit trail, but it was not recorded: nothing was approved)" : "");
     return 1;
   }
-  for (const std::string& x : caps) {
-    entries.push_back(user_change_entry(name, x, approve, approve ? "approve" : "revoke"));
+  for (const std::string& x : caps)
     std::printf("%s: %s %s\n", name.c_str(), x.c_str(), approve ? "approved" : "revoked (denied)");
-  }
+  if (approve) return 0;
   return audit_user_changes(c->policy, std::move(entries)) ? 0 : 1;
 }
 
@@ -237,7 +243,8 @@ policy::audit_entry user_change_entry(const std::string& extension, const std::s
                                      change == "reset" ? "permissions reset by the user" : "revoked by the user");
 }
 
-bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy::audit_entry> entries) {
+bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy::audit_entry> entries,
+                        std::string_view failed) {
   // A file-size limit must fail the write (EFBIG), not kill dhara (see io::audit_log).
   std::signal(SIGXFSZ, SIG_IGN);
   const auto& s = loaded.settings;
@@ -245,10 +252,10 @@ bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy:
   if (log) {
     auto written = log->append(entries);
     if (written) return true;
-    std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", written.err().message.c_str());
+    std::fprintf(stderr, "dhara: %.*s: %s\n", static_cast<int>(failed.size()), failed.data(), written.err().message.c_str());
     return false;
   }
-  std::fprintf(stderr, "dhara: the change was made but could not be audited: %s\n", log.err().message.c_str());
+  std::fprintf(stderr, "dhara: %.*s: %s\n", static_cast<int>(failed.size()), failed.data(), log.err().message.c_str());
   return false;
 }
 

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "broker/policy_loader.hpp"
@@ -22,9 +23,11 @@ std::optional<broker::loaded_policy> load_policy_for_command(int& rc);
 policy::audit_entry user_change_entry(const std::string& extension, const std::string& capability, bool allowed,
                                       const std::string& change);
 
-/// Appends `entries` to `$DHARA_HOME/audit.jsonl` with the effective audit settings. The
-/// change has already been made: on failure prints "the change was made but could not be
-/// audited: …" to stderr and returns false (the command then exits 1).
-bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy::audit_entry> entries);
+/// Appends `entries` to `$DHARA_HOME/audit.jsonl` with the effective audit settings. On
+/// failure prints "`failed`: …" to stderr and returns false (the command then exits 1).
+/// `failed`: the start of the message when they cannot be written (the change was made, or,
+/// for approvals, which are audited before they are recorded, will not be).
+bool audit_user_changes(const broker::loaded_policy& loaded, std::vector<policy::audit_entry> entries,
+                        std::string_view failed = "the change was made but could not be audited");
 
 }  // namespace dhara::cli
