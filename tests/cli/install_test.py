@@ -475,6 +475,24 @@ def test_one_change_after_an_upgrade_at_paranoid_brings_back_nothing_else():
     h.close()
 
 
+def test_an_approval_the_trail_cannot_hold_is_not_made():
+    # Approvals were recorded first and audited after: with the trail unwritable, the command
+    # exited 1 but the approval stayed in force, with no line showing it (a review).
+    h = Home()
+    os.makedirs(os.path.join(h.dh, "audit.jsonl"))  # a folder: every append fails
+    code, shown, _ = h.on_terminal("extensions", "install", web_tools(h), keys=["y"])
+    assert code == 1 and "its answers could not be audited, so none was recorded" in shown, (code, shown)
+    assert "web-tools" not in h.perms(), h.perms()
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+    assert code == 1 and "nothing was approved: the approval could not be audited" in err, (code, out, err)
+    assert "web-tools" not in h.perms(), h.perms()
+    # A revocation is made, and says its line is missing: it takes away, never grants.
+    code, out, err = h.dhara("config", "permissions", "revoke", "web-tools", "network:fetch")
+    assert code == 1 and "the change was made but could not be audited" in err, (code, out, err)
+    assert h.perms()["web-tools"]["capabilities"] == {"network:fetch": "denied"}, h.perms()
+    h.close()
+
+
 def test_approvals_for_another_folder_are_not_inherited():
     h = Home()
     with open(os.path.join(h.dh, "permissions.json"), "w") as f:
