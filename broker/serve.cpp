@@ -167,9 +167,10 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
   auto& st = self->state;
   if (!params.is_object() || !params.contains("tool") || !params["tool"].is_string() ||
       (params.contains("input") && !params["input"].is_object()) ||
-      (params.contains("toolCallId") && !params["toolCallId"].is_string()))
+      (params.contains("toolCallId") &&
+       (!params["toolCallId"].is_string() || params["toolCallId"].get_ref<const std::string&>().empty())))
     return reply_error(self, rpc_id, io::rpc_error::invalid_params,
-                       "tools/call takes {\"tool\": \"name\", \"input\": {...}, \"toolCallId\"?: \"id\"}");
+                       "tools/call takes {\"tool\": \"name\", \"input\": {...}, \"toolCallId\"?: \"id\"} (a non-empty id)");
   std::string id = params.contains("toolCallId") ? params["toolCallId"].get<std::string>()
                                                  : "serve-" + std::to_string(++st.next_call);
   if (st.calls.count(id))
@@ -197,11 +198,15 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
                 });
 }
 
-void cancel_call(server_ptr self, const json& params) {
+// Cancels the call `params.toolCallId` names, or every call in flight when it names none. A
+// toolCallId that is not a non-empty string cancels nothing (it was read as "none": a malformed
+// cancel of one call cancelled them all); false then.
+bool cancel_call(server_ptr self, const json& params) {
   auto& st = self->state;
-  std::string only = params.is_object() && params.contains("toolCallId") && params["toolCallId"].is_string()
-                         ? params["toolCallId"].get<std::string>()
-                         : std::string();
+  const bool names_one = params.is_object() && params.contains("toolCallId");
+  if (names_one && (!params["toolCallId"].is_string() || params["toolCallId"].get_ref<const std::string&>().empty()))
+    return false;
+  std::string only = names_one ? params["toolCallId"].get<std::string>() : std::string();
   for (const auto& [id, call] : st.calls) {
     if (!only.empty() && id != only) continue;
     *call.cancelled = true;
@@ -216,6 +221,7 @@ void cancel_call(server_ptr self, const json& params) {
       ++it;
     }
   }
+  return true;
 }
 
 // The client's answer to an approval/request.
@@ -313,7 +319,9 @@ void handle(server_ptr self, io::rpc_message& message) {
       return;
     }
     if (req->method == "tools/cancel") {
-      cancel_call(self, req->params);
+      if (!cancel_call(self, req->params))
+        return reply_error(self, req->id, io::rpc_error::invalid_params,
+                           "tools/cancel takes {\"toolCallId\"?: \"id\"}: a non-empty string, or none to cancel every call");
       return reply(self, req->id, json::object());
     }
     if (req->method == "shutdown") {

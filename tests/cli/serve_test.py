@@ -338,6 +338,17 @@ def test_progress_and_cancel():
         assert r["error"]["code"] == -32004, r
         # As a request, tools/cancel is answered {}.
         assert s.call("tools/cancel", {"toolCallId": "nothing"})["result"] == {}
+        # A toolCallId that is not a non-empty string cancels nothing (read as "none", a
+        # malformed cancel of one call cancelled every call in flight; a review); as a request
+        # it is -32602. An empty toolCallId is refused at tools/call too.
+        sleeping = s.request("tools/call", {"tool": "sleep", "input": {"ms": 1500}, "toolCallId": "w"})
+        for bad in (7, "", None, ["w"]):
+            s.send({"jsonrpc": "2.0", "method": "tools/cancel", "params": {"toolCallId": bad}})
+            assert s.call("tools/cancel", {"toolCallId": bad})["error"]["code"] == -32602, bad
+        r, _ = s.wait_for(sleeping)
+        assert r["result"]["content"][0]["text"] == "slept 1500 ms", r
+        empty = s.call("tools/call", {"tool": "echo", "input": {"text": "x"}, "toolCallId": ""})
+        assert empty["error"]["code"] == -32602, empty
     finally:
         s.close()
 
