@@ -274,11 +274,15 @@ result<manifest> parse_manifest_impl(const json& doc, std::string_view source) {
   if (!version->is_string()) return r.type("version", "a string", *version);
   m.version = version->get<std::string>();
   if (m.version.empty()) return r.value("version", "is empty");
+  // Printable ASCII only: the version is shown in the install review and prompts, where an
+  // 8-bit control (U+009B, a CSI) or a bidi override would redraw or reorder what follows.
   for (char ch : m.version) {
     auto c = static_cast<unsigned char>(ch);
-    if (c <= 0x20 || c == 0x7f)
-      return r.value("version", shown(m.version) + " holds whitespace or control characters");
+    if (c <= 0x20 || c >= 0x7f)
+      return r.value("version", shown(m.version) + " holds whitespace, control or non-ASCII characters (a version "
+                                                     "is plain ASCII, such as '1.2.0')");
   }
+  if (m.version.size() > 64) return r.value("version", "is longer than 64 bytes");
 
   std::optional<std::string> description;
   if (auto e = optional_string(r, doc, "description", "description", description)) return *e;

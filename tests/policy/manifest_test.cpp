@@ -192,6 +192,11 @@ TEST_CASE("bad values are named with their field", "[policy][manifest]") {
   std::vector<row> rows{
       {"/version", "", "manifest.json: version: is empty"},
       {"/version", "1.0 beta", "manifest.json: version: '1.0 beta' holds whitespace"},
+      // An 8-bit CSI (U+009B) or a right-to-left override would redraw or reorder the install
+      // review where the version is shown (a review); and no version is longer than 64 bytes.
+      {"/version", "1.0\u009b8m", "manifest.json: version: "},
+      {"/version", "1.0\u202e", "manifest.json: version: "},
+      {"/version", std::string(65, '1'), "manifest.json: version: is longer than 64 bytes"},
       {"/author", "", "manifest.json: author: is empty"},
       {"/author", "evil\x1b[2J", "manifest.json: author: holds control characters"},
       {"/description", "clear\x1b[2Jscreen", "manifest.json: description: holds control characters"},
