@@ -317,6 +317,15 @@ def test_a_symlinked_config_is_refused_and_its_target_untouched():
     h.close()
 
 
+def test_a_fifo_in_place_of_the_project_config_is_refused_not_waited_on():
+    # open() of a FIFO waits for a writer: every command in such a project hung (a review).
+    h = Home()
+    os.mkfifo(h.project_file)
+    code, _, err = h.config("get", "security.level")
+    check(code == 2 and err == f"dhara: {h.project_file} is not a regular file; move it away and retry\n", err)
+    h.close()
+
+
 def test_concurrent_sets_lose_nothing():
     h = Home()
     entries = [f"/srv/secret-{i}" for i in range(8)]
