@@ -95,7 +95,7 @@ std::optional<settings_update> read_current(const std::string& path, current_fil
 // depth limit), then again with key order kept so an edit reorders nothing.
 policy::result<ordered_json> parse_document(const std::string& text, const std::string& path) {
   if (all_space(text)) return ordered_json::object();
-  auto checked = policy::parse_json_text(text, path);
+  auto checked = policy::parse_json_document(text, path);
   if (!checked) return checked.err();
   if (!checked->is_object())
     return make_error(errc::invalid_type, path + ": the top level must be a JSON object, found " +

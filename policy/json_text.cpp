@@ -2,6 +2,9 @@
 #include "policy/json_text.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "policy/json_fast.hpp"
 
@@ -152,6 +155,91 @@ result<nlohmann::json> parse_json_text(std::string_view text, std::string_view s
   } catch (const std::exception& e) {  // allocation failure: the only exception left
     return make_error(errc::parse_error, std::string(source) + ": cannot parse: " + e.what());
   }
+}
+
+namespace {
+
+// Walks a document that parsed, stopping at the first key an object already holds; `found` is
+// its dotted path ("security.deniedPaths", "[2]" for an array's items).
+class duplicate_key_finder {
+ public:
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t) { return value(); }
+  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+  bool string(json::string_t&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
+  bool start_object(std::size_t) {
+    levels_.push_back({{}, {}, false, 0});
+    return true;
+  }
+  bool key(json::string_t& k) {
+    level& l = levels_.back();
+    if (!l.keys.insert(k).second) {
+      found_ = path_to(levels_.size() - 1) + (levels_.size() > 1 ? "." : "") + k;
+      return false;
+    }
+    l.name = k;
+    return true;
+  }
+  bool end_object() { return leave(); }
+  bool start_array(std::size_t) {
+    levels_.push_back({{}, {}, true, 0});
+    return true;
+  }
+  bool end_array() { return leave(); }
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception&) {
+    return false;
+  }
+  const std::string& found() const { return found_; }
+
+ private:
+  struct level {
+    std::set<std::string, std::less<>> keys;
+    std::string name;     // the member being read (objects)
+    bool array;
+    std::size_t index;    // the item being read (arrays)
+  };
+  bool value() {
+    if (!levels_.empty() && levels_.back().array) ++levels_.back().index;
+    return true;
+  }
+  bool leave() {
+    levels_.pop_back();
+    return value();  // the container is its parent's value
+  }
+  // The dotted path of the values the first `n` levels are reading.
+  std::string path_to(std::size_t n) const {
+    std::string out;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (levels_[i].array) out += "[" + std::to_string(levels_[i].index) + "]";
+      else out += (out.empty() ? "" : ".") + levels_[i].name;
+    }
+    return out;
+  }
+  std::vector<level> levels_;
+  std::string found_;
+};
+
+}  // namespace
+
+result<nlohmann::json> parse_json_document(std::string_view text, std::string_view source) {
+  auto doc = parse_json_text(text, source);
+  if (!doc) return doc;
+  try {
+    duplicate_key_finder finder;
+    json::sax_parse(text.begin(), text.end(), &finder, json::input_format_t::json, /*strict=*/true,
+                    /*ignore_comments=*/false);
+    if (!finder.found().empty())
+      return make_error(errc::parse_error, (source.empty() ? std::string("the JSON") : std::string(source)) +
+                                               ": the key '" + printable_excerpt(finder.found()) +
+                                               "' appears twice in one object; keep one");
+  } catch (const std::exception& e) {  // allocation failure
+    return make_error(errc::parse_error, std::string(source) + ": cannot parse: " + e.what());
+  }
+  return doc;
 }
 
 }  // namespace dhara::policy

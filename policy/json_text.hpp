@@ -25,6 +25,12 @@ inline constexpr std::size_t max_json_depth = 256;
 result<nlohmann::json> parse_json_text(std::string_view text, std::string_view source,
                                        std::size_t max_depth = max_json_depth);
 
+/// parse_json_text for a file dhara reads as settings, permissions or a manifest: also refuses
+/// a key that appears twice in one object (errc::parse_error, "SOURCE: the key 'a.b' appears
+/// twice in one object; keep one"): the parser keeps the last, so a second `security` or
+/// `deniedPaths` silently dropped what the first held. Protocol lines keep parse_json_text.
+result<nlohmann::json> parse_json_document(std::string_view text, std::string_view source);
+
 /// `s` made safe for a log line or an error sent to a peer: non-printable bytes as \xNN,
 /// cut at `max_bytes` with "...".
 std::string printable_excerpt(std::string_view s, std::size_t max_bytes = 160);

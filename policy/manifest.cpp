@@ -471,7 +471,7 @@ result<manifest> parse_manifest(const nlohmann::json& doc, std::string_view sour
 }
 
 result<manifest> parse_manifest_text(std::string_view json_text, std::string_view source) {
-  auto doc = parse_json_text(json_text, source);
+  auto doc = parse_json_document(json_text, source);
   if (!doc) return doc.err();
   return parse_manifest(*doc, source);
 }

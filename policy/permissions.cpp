@@ -132,7 +132,7 @@ result<parsed_permissions> parse_permissions(std::string_view text) {
   bool blank = std::all_of(text.begin(), text.end(),
                            [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
   if (blank) return parsed_permissions{};  // an empty file means {} (DESIGN §9)
-  auto doc = parse_json_text(text, file_name);
+  auto doc = parse_json_document(text, file_name);
   if (!doc) {
     if (doc.err().code != errc::parse_error) return doc.err();
     return make_error(errc::parse_error, doc.err().message + "; fix the file by hand (dhara will not overwrite it)");

@@ -736,7 +736,7 @@ std::string_view to_string(audit_durability d) {
 
 result<parsed_layer> parse_settings(std::string_view text, std::string_view file, layer_kind kind) {
   if (std::all_of(text.begin(), text.end(), is_json_space)) return parse_settings_json(json::object(), file, kind);
-  auto doc = parse_json_text(text, file);
+  auto doc = parse_json_document(text, file);
   if (!doc) return doc.err();
   return parse_settings_json(*doc, file, kind);
 }

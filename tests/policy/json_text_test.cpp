@@ -196,3 +196,27 @@ TEST_CASE("an object's members are built one by one, the object itself never", "
     CHECK(parse_json_members_fast(R"({"result":[[1]]})", 3, names, values, present));
   }
 }
+
+TEST_CASE("a file's document refuses a key that appears twice in one object, naming its path", "[policy][json]") {
+  // The parser keeps the last: a second `security` or `deniedPaths` dropped what the first held
+  // (a review). Files dhara reads refuse it; the same text as a protocol line still parses.
+  struct row {
+    std::string text, path;
+  };
+  const std::vector<row> rows = {
+      {R"({"security": {"deniedPaths": ["/a"]}, "security": {}})", "security"},
+      {R"({"security": {"deniedPaths": ["/a"], "deniedPaths": []}})", "security.deniedPaths"},
+      {R"({"a": [1, {"b": 1}, {"c": 1, "c": 2}]})", "a[2].c"},
+      {R"({"x": {"y": [{"z": {}}]}, "w": {"k": 1, "k": 1}})", "w.k"},
+  };
+  for (const row& r : rows) {
+    CAPTURE(r.text);
+    auto doc = parse_json_document(r.text, "config.json");
+    REQUIRE_FALSE(doc);
+    CHECK(doc.err().code == errc::parse_error);
+    CHECK(doc.err().message == "config.json: the key '" + r.path + "' appears twice in one object; keep one");
+    CHECK(parse_json_text(r.text, "config.json"));
+  }
+  // Equal keys in different objects are fine.
+  CHECK(parse_json_document(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 1}, {"k": 2}]})", "f"));
+}
