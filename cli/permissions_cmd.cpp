@@ -215,7 +215,27 @@ int permissions_change(const global_options&, const std::string& action, const s
   }
   for (const std::string& x : caps)
     std::printf("%s: %s %s\n", name.c_str(), x.c_str(), approve ? "approved" : "revoked (denied)");
-  if (approve) return 0;
+  if (approve) {
+    // A denial recorded for a wider pattern ("filesystem:*") wins over this approval: said, or
+    // the user believes the capability approved while every call stays denied.
+    auto now = io::read_permissions(path);
+    if (now) {
+      if (auto it = now->value.entries.find(name); it != now->value.entries.end()) {
+        const policy::capability_set still = policy::effective_for(it->second, version, c->policy.settings.level).denied;
+        for (const std::string& x : caps) {
+          auto asked = policy::parse_capability_pattern(x);
+          if (!asked || (*asked & still).empty()) continue;
+          std::string wider;
+          for (const auto& [pattern, state] : it->second.capabilities)
+            if (state == policy::permission_state::denied && pattern != x) wider += (wider.empty() ? "'" : ", '") + pattern + "'";
+          std::fprintf(stderr, "dhara: warning: %s stays denied for %s: %s is recorded as denied, and a denial wins; "
+                               "approve that, or 'dhara config permissions reset %s' and approve what it needs\n",
+                       x.c_str(), name.c_str(), wider.empty() ? "a wider pattern" : wider.c_str(), name.c_str());
+        }
+      }
+    }
+    return 0;
+  }
   return audit_user_changes(c->policy, std::move(entries)) ? 0 : 1;
 }
 

@@ -493,6 +493,24 @@ def test_an_approval_the_trail_cannot_hold_is_not_made():
     h.close()
 
 
+def test_an_approval_a_wider_denial_still_covers_says_so():
+    # After `revoke 'network:*'`, `approve network:fetch` said approved and every call stayed
+    # denied, whose reason suggested the same command again (a review).
+    h = Home()
+    assert h.dhara("extensions", "install", web_tools(h))[0] == 0
+    assert h.dhara("config", "permissions", "revoke", "web-tools", "network:*")[0] == 0
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+    assert code == 0 and out == "web-tools: network:fetch approved\n", (code, out, err)
+    assert ("dhara: warning: network:fetch stays denied for web-tools: 'network:*' is recorded as denied, and a "
+            "denial wins; approve that, or 'dhara config permissions reset web-tools' and approve what it needs\n") in err, err
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:dns")
+    assert code == 0 and "stays denied" in err, err
+    assert h.dhara("config", "permissions", "approve", "web-tools", "network:*")[0] == 0
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+    assert code == 0 and "stays denied" not in err, err
+    h.close()
+
+
 def test_approvals_for_another_folder_are_not_inherited():
     h = Home()
     with open(os.path.join(h.dh, "permissions.json"), "w") as f:
