@@ -901,6 +901,20 @@ int remove_extension(const global_options& g, const remove_options& o) {
                  ext_root.c_str(), policy::did_you_mean(name, names).c_str(), hint.c_str());
     return 2;
   }
+  // A scope folder that is a link (@dev -> a development tree): the extension folder lies in
+  // what it links to, which is not dhara's to delete (rename(2) through the link moved the
+  // user's own folder into the trash; a review).
+  if (const std::size_t slash = name.find('/'); slash != std::string::npos) {
+    const std::string scope = ext_root + "/" + name.substr(0, slash);
+    struct stat scope_st {};
+    if (::lstat(scope.c_str(), &scope_st) == 0 && S_ISLNK(scope_st.st_mode)) {
+      std::fprintf(stderr, "dhara: %s is a link, so %s lies in the folder it links to, which 'extensions remove' does not "
+                           "delete; remove the link yourself (rm %s) and, if wanted, forget its permissions ('dhara config "
+                           "permissions reset %s')\n",
+                   scope.c_str(), printable(name).c_str(), scope.c_str(), printable(name).c_str());
+      return 1;
+    }
+  }
   std::string version;
   if (auto m = broker::load_manifest(dest)) version = m->version;
   std::string label = name + (version.empty() ? "" : " v" + version);

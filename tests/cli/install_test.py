@@ -511,6 +511,20 @@ def test_an_approval_a_wider_denial_still_covers_says_so():
     h.close()
 
 
+def test_removing_an_extension_under_a_linked_scope_deletes_nothing_it_links_to():
+    # `@dev` linked to a development tree: remove renamed the real folder through the link into
+    # its trash and deleted it (a review).
+    h = Home()
+    src = h.ext(name="@dev/tool", folder=os.path.join("devtree", "tool"))
+    os.makedirs(os.path.join(h.dh, "extensions"), exist_ok=True)
+    scope_src = os.path.dirname(src)
+    os.symlink(scope_src, os.path.join(h.dh, "extensions", "@dev"))
+    code, out, err = h.dhara("extensions", "remove", "@dev/tool", "--yes")
+    assert code == 1 and "is a link, so @dev/tool lies in the folder it links to" in err, (code, out, err)
+    assert os.path.isfile(os.path.join(src, "manifest.json")), os.listdir(scope_src)
+    h.close()
+
+
 def test_approvals_for_another_folder_are_not_inherited():
     h = Home()
     with open(os.path.join(h.dh, "permissions.json"), "w") as f:
