@@ -401,7 +401,7 @@ def test_the_projects_dhara_folder_is_read_only_inside_a_writable_project():
     # ran with that one's approvals) and wrote the project's config, which a trusted project's
     # next session reads (a review). The project's .dhara is read-only in the sandbox now, and
     # denied to tools as the extension folders are.
-    if not need("Landlock", landlock_abi() >= 1):
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (read-only mounts)", USERNS):
         return
     h = Home(approved=("filesystem:read", "filesystem:write", "process:spawn"))
     try:
