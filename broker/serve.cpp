@@ -163,12 +163,14 @@ void quit(server_ptr self) {
   self->state.end(130);
 }
 
+// A toolCallId the client may give: a non-empty string.
+bool is_call_id(const json& v) { return v.is_string() && !v.get_ref<const std::string&>().empty(); }
+
 void start_call(server_ptr self, const json& rpc_id, const json& params) {
   auto& st = self->state;
   if (!params.is_object() || !params.contains("tool") || !params["tool"].is_string() ||
       (params.contains("input") && !params["input"].is_object()) ||
-      (params.contains("toolCallId") &&
-       (!params["toolCallId"].is_string() || params["toolCallId"].get_ref<const std::string&>().empty())))
+      (params.contains("toolCallId") && !is_call_id(params["toolCallId"])))
     return reply_error(self, rpc_id, io::rpc_error::invalid_params,
                        "tools/call takes {\"tool\": \"name\", \"input\": {...}, \"toolCallId\"?: \"id\"} (a non-empty id)");
   std::string id = params.contains("toolCallId") ? params["toolCallId"].get<std::string>()
@@ -204,8 +206,7 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
 bool cancel_call(server_ptr self, const json& params) {
   auto& st = self->state;
   const bool names_one = params.is_object() && params.contains("toolCallId");
-  if (names_one && (!params["toolCallId"].is_string() || params["toolCallId"].get_ref<const std::string&>().empty()))
-    return false;
+  if (names_one && !is_call_id(params["toolCallId"])) return false;
   std::string only = names_one ? params["toolCallId"].get<std::string>() : std::string();
   for (const auto& [id, call] : st.calls) {
     if (!only.empty() && id != only) continue;

@@ -772,7 +772,6 @@ int install_extension(const global_options& g, const install_options& o) {
   // Audit the answers as the user's, then record them, bound to the installed folder: an
   // approval the trail cannot hold is not made (recorded first, it was in force with no line
   // saying so).
-  int exit_code = 0;
   if (!answers.empty()) {
     std::vector<policy::audit_entry> entries;
     for (const auto& [cap, ok] : answers) {
@@ -837,7 +836,7 @@ int install_extension(const global_options& g, const install_options& o) {
     if (replacing) out["previousVersion"] = old_version;
     if (!waiting.empty()) out["approveCommand"] = approve_cmd;
     std::printf("%s\n", out.dump(2).c_str());
-    return exit_code;
+    return 0;
   }
   std::printf("%s %s v%s in %s\n", replacing ? "Replaced" : "Installed", name.c_str(), m.version.c_str(), dest.c_str());
   if (!approved.empty()) std::printf("  approved: %s\n", join(approved).c_str());
@@ -850,7 +849,7 @@ int install_extension(const global_options& g, const install_options& o) {
   } else if (!denied.empty()) {
     std::printf("To approve a denied capability later: dhara config permissions approve %s <capability>\n", name.c_str());
   }
-  return exit_code;
+  return 0;
 }
 
 // ---------------------------------------------------------------------------------------

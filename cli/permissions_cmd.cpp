@@ -200,11 +200,13 @@ int permissions_change(const global_options&, const std::string& action, const s
   // without its line, it takes away, never grants.
   if (approve && !audit_user_changes(c->policy, entries, "nothing was approved: the approval could not be audited"))
     return 1;
+  std::optional<policy::permission_entry> recorded;  // the entry as this change left it
   auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
     for (const std::string& x : caps) {
       auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,
                               version, folder, stamp, c->policy.settings.level);
       if (!r) return r.err();
+      recorded = std::move(*r);
     }
     return true;
   });
@@ -218,21 +220,16 @@ int permissions_change(const global_options&, const std::string& action, const s
   if (approve) {
     // A denial recorded for a wider pattern ("filesystem:*") wins over this approval: said, or
     // the user believes the capability approved while every call stays denied.
-    auto now = io::read_permissions(path);
-    if (now) {
-      if (auto it = now->value.entries.find(name); it != now->value.entries.end()) {
-        const policy::capability_set still = policy::effective_for(it->second, version, c->policy.settings.level).denied;
-        for (const std::string& x : caps) {
-          auto asked = policy::parse_capability_pattern(x);
-          if (!asked || (*asked & still).empty()) continue;
-          std::string wider;
-          for (const auto& [pattern, state] : it->second.capabilities)
-            if (state == policy::permission_state::denied && pattern != x) wider += (wider.empty() ? "'" : ", '") + pattern + "'";
-          std::fprintf(stderr, "dhara: warning: %s stays denied for %s: %s is recorded as denied, and a denial wins; "
-                               "approve that, or 'dhara config permissions reset %s' and approve what it needs\n",
-                       x.c_str(), name.c_str(), wider.empty() ? "a wider pattern" : wider.c_str(), name.c_str());
-        }
-      }
+    const policy::capability_set still = policy::effective_for(*recorded, version, c->policy.settings.level).denied;
+    for (const std::string& x : caps) {
+      auto asked = policy::parse_capability_pattern(x);
+      if (!asked || (*asked & still).empty()) continue;
+      std::string wider;
+      for (const auto& [pattern, state] : recorded->capabilities)
+        if (state == policy::permission_state::denied && pattern != x) wider += (wider.empty() ? "'" : ", '") + pattern + "'";
+      std::fprintf(stderr, "dhara: warning: %s stays denied for %s: %s is recorded as denied, and a denial wins; "
+                           "approve that, or 'dhara config permissions reset %s' and approve what it needs\n",
+                   x.c_str(), name.c_str(), wider.empty() ? "a wider pattern" : wider.c_str(), name.c_str());
     }
     return 0;
   }

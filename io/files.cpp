@@ -101,7 +101,7 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
   for (std::string dir = loc.cwd;;) {
     std::string marker = (dir == "/" ? std::string() : dir) + "/.dhara";
     struct stat st;
-    if (marker != loc.dhara_home && ::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st)) {
+    if (::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st)) {
       loc.project_root = dir;
       break;
     }

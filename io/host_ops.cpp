@@ -868,10 +868,7 @@ policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view h
       return std::vector<policy::ip_address>{*literal};
     }
     if (listed_by_name(rules, host)) return addresses;
-    for (const policy::ip_address& ip : addresses)
-      if (policy::is_refused_address(ip))
-        return make_error(errc::refused, "the host '" + std::string(host) + "' resolves to " + ip.to_string() +
-                                                   ", a loopback, private or link-local address; list the host by name to allow it");
+    if (policy::decision d = policy::vet_host_name(host, addresses); !d.allowed()) return make_error(errc::refused, d.reason);
     return addresses;
   } catch (const std::exception& e) {
     return make_error(errc::resolve_failed, std::string("checking addresses failed inside dhara: ") + e.what());

@@ -257,12 +257,12 @@ domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>&
   return rules;
 }
 
-decision vet_host_name(std::string_view host, const host_addresses& answer) {
-  if (answer.addresses.empty())
+decision vet_host_name(std::string_view host, std::span<const ip_address> addresses, std::string_view failure) {
+  if (addresses.empty())
     return deny("the host '" + std::string(host) + "' could not be resolved (" +
-                (answer.failure.empty() ? std::string("no address") : answer.failure) +
+                (failure.empty() ? std::string("no address") : std::string(failure)) +
                 "); a host that is not listed must resolve to a public address: check its spelling, or list it in network.outbound");
-  for (const ip_address& ip : answer.addresses)
+  for (const ip_address& ip : addresses)
     if (is_refused_address(ip))
       return deny("the host '" + std::string(host) + "' resolves to " + ip.to_string() +
                   ", a loopback, private or link-local address; list the host by name in network.outbound to allow it");
@@ -301,7 +301,7 @@ decision check_url(const domain_rules& rules, std::string_view url, const host_l
                 (rules.exact.empty() && rules.suffixes.empty() ? std::string(" (the list is empty: no host is allowed)") : std::string()));
   if (listed || hosts == nullptr) return {verdict_kind::allow, {}, decider::rule, {}};
   // Any public host: this one must resolve, and only to public addresses.
-  if (const host_addresses* answer = hosts->find(host)) return vet_host_name(host, *answer);
+  if (const host_addresses* answer = hosts->find(host)) return vet_host_name(host, answer->addresses, answer->failure);
   return {verdict_kind::lookup, "the host '" + std::string(host) + "' must be looked up before it can be checked",
           decider::rule, {}, std::string(host)};
 }

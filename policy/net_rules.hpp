@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,7 +82,8 @@ class host_lookup {
 /// a name is allowed as written (the host API vets what it connects to itself).
 decision check_url(const domain_rules& rules, std::string_view url, const host_lookup* hosts = nullptr);
 
-/// The verdict on a host name that is not listed, by what it resolved to.
-decision vet_host_name(std::string_view host, const host_addresses& answer);
+/// The verdict on a host name that is not listed, by the addresses it resolved to (none:
+/// refused, `failure` saying why the lookup found none). The gate and host/net/fetch both.
+decision vet_host_name(std::string_view host, std::span<const ip_address> addresses, std::string_view failure = {});
 
 }  // namespace dhara::policy
