@@ -379,6 +379,21 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
   sc.env.push_back("TMPDIR=" + tmp);
   if (!sc.launcher_tag.empty()) sc.env.push_back("DHARA_LAUNCH_TAG=" + sc.launcher_tag);  // the launcher takes it out
+  // The kernel refuses a start whose arguments and environment together pass ARG_MAX; that
+  // happens only with a profile of tens of thousands of paths, said here with its cause
+  // rather than as execve's "argument list too long". (A spawn adds its own argv to this.)
+  std::size_t arg_bytes = 0;
+  for (const auto* list : {&sc.argv, &sc.env})
+    for (const std::string& s : *list) arg_bytes += s.size() + 1 + sizeof(char*);
+  if (const long arg_max = ::sysconf(_SC_ARG_MAX); arg_max > 0 && arg_bytes + 4096 > static_cast<std::size_t>(arg_max)) {
+    std::size_t profile_bytes = 0;
+    for (std::size_t i = 1; i + 1 < spawns.launcher.size(); i += 2)
+      if (spawns.launcher[i] == "--profile-json") profile_bytes += spawns.launcher[i + 1].size();
+    return "cannot start: its sandbox profile (" + std::to_string(profile_bytes) + " bytes, " +
+           std::to_string(profile.mask.size()) + " denied paths to hide) is more than the kernel passes to a program (" +
+           std::to_string(arg_max) + " bytes with the environment); deny fewer, wider paths in security.deniedPaths "
+           "(one folder or glob covers many)";
+  }
   return {};
 }
 

@@ -321,7 +321,13 @@ std::vector<std::string> launcher_argv(std::string_view launcher, std::string_vi
 
 std::vector<std::string> launcher_argv_inline(std::string_view launcher, const sandbox_profile& profile,
                                               const std::vector<std::string>& argv) {
-  std::vector<std::string> out = {std::string(launcher), "--profile-json", to_json(profile), "--"};
+  std::vector<std::string> out = {std::string(launcher)};
+  const std::string text = to_json(profile);
+  for (std::size_t at = 0; at < text.size(); at += max_inline_profile_part) {
+    out.emplace_back("--profile-json");
+    out.push_back(text.substr(at, max_inline_profile_part));
+  }
+  out.emplace_back("--");
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }

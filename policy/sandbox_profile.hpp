@@ -105,9 +105,14 @@ result<sandbox_profile> parse_sandbox_profile(std::string_view text);
 std::vector<std::string> launcher_argv(std::string_view launcher, std::string_view profile_file,
                                        const std::vector<std::string>& argv);
 
+/// The longest `--profile-json` argument launcher_argv_inline gives.
+inline constexpr std::size_t max_inline_profile_part = 64 * 1024;
+
 /// The same with the profile inline: `{launcher, "--profile-json", to_json(profile), "--",
-/// argv…}` (the extension host: nothing to write or clean up; a profile is a few KiB, far
-/// below the kernel's 128 KiB limit for one argument).
+/// argv…}` (the extension host: nothing to write or clean up). A profile is a few KiB; one
+/// longer than max_inline_profile_part (tens of thousands of deniedPaths) is split over
+/// several `--profile-json` arguments, which the launcher joins: the kernel refuses a single
+/// argument over 128 KiB. All arguments together must stay below its ARG_MAX (about 2 MiB).
 std::vector<std::string> launcher_argv_inline(std::string_view launcher, const sandbox_profile& profile,
                                               const std::vector<std::string>& argv);
 

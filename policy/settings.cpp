@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <unordered_set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -385,17 +386,24 @@ void add_unique(std::vector<std::string>& list, std::string value) {
   if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(std::move(value));
 }
 
+// The lists are the user's and may be long (tens of thousands of deniedPaths): every
+// comparison of one list with another goes through a hash set, never pair by pair.
 std::vector<std::string> unique(std::vector<std::string> list) {
   std::vector<std::string> out;
   out.reserve(list.size());
-  for (auto& s : list) add_unique(out, std::move(s));
+  std::unordered_set<std::string_view> seen;  // views of `out`'s strings, which never move (reserved)
+  seen.reserve(list.size());
+  for (auto& s : list) {
+    if (seen.contains(s)) continue;
+    out.push_back(std::move(s));
+    seen.insert(out.back());
+  }
   return out;
 }
 
 bool is_subset(const std::vector<std::string>& part, const std::vector<std::string>& whole) {
-  return std::all_of(part.begin(), part.end(), [&](const std::string& s) {
-    return std::find(whole.begin(), whole.end(), s) != whole.end();
-  });
+  const std::unordered_set<std::string_view> in_whole(whole.begin(), whole.end());
+  return std::all_of(part.begin(), part.end(), [&](const std::string& s) { return in_whole.contains(s); });
 }
 
 class merger {
@@ -538,7 +546,7 @@ class merger {
     auto converted = convert_paths(*l.denied_paths, kind, "security.deniedPaths", true);
     settings& e = out_.effective;
     for (std::size_t i = 0; i < converted.size() && i < l.denied_paths->size(); ++i) {
-      if (std::find(e.denied_paths.begin(), e.denied_paths.end(), converted[i]) != e.denied_paths.end()) continue;
+      if (!denied_seen_.insert(converted[i]).second) continue;
       e.denied_paths.push_back(std::move(converted[i]));
       e.denied_paths_named.push_back((*l.denied_paths)[i] + " (deniedPaths " + where_said(kind) + ")");
     }
@@ -721,6 +729,7 @@ class merger {
   const merge_context& ctx_;
   std::string root_;
   merged_settings out_;
+  std::unordered_set<std::string> denied_seen_;  // out_.effective.denied_paths, to add each once
 };
 
 }  // namespace

@@ -1,6 +1,9 @@
 // dhara-launch: applies an extension's OS sandbox profile to itself, then execs the command.
 //
-//   dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT) [--status-fd N] [--setsid] -- /abs/cmd args…
+//   dhara-launch (--profile FILE | --profile-fd N | --profile-json TEXT…) [--status-fd N] [--setsid] -- /abs/cmd args…
+//
+// `--profile-json` may be given several times: the profile is their texts joined (the kernel
+// takes at most 128 KiB in one argument; policy::launcher_argv_inline splits a larger one).
 //
 // One job, in the order of SANDBOX.md: fd hygiene; a user+mount namespace with every mount
 // read-only but the write grants, and masks for denied paths inside granted ones;
@@ -759,7 +762,7 @@ int main(int argc, char** argv) {
     if (a == "--setsid") new_session = true;
     else if (a == "--profile" && i + 1 < argc) profile_file = argv[++i];
     else if (a == "--profile-fd" && i + 1 < argc) profile_fd = parse_fd(argv[++i]);
-    else if (a == "--profile-json" && i + 1 < argc) profile_json = argv[++i];
+    else if (a == "--profile-json" && i + 1 < argc) profile_json += argv[++i];
     else if (a == "--status-fd" && i + 1 < argc) status_fd = parse_fd(argv[++i]);
     else usage("unknown option " + a);
   }

@@ -1515,6 +1515,47 @@ def test_programs_an_extension_has_dhara_spawn_run_in_its_sandbox():
         h.close()
 
 
+def test_a_profile_longer_than_one_argument_reaches_the_launcher_whole():
+    # A project denying tens of thousands of paths made a profile over the kernel's 128 KiB
+    # for one argument: every extension failed with execve's "argument list too long" (a
+    # review). The profile now goes in parts the launcher joins; the masks at its end hold.
+    if not need("Landlock, seccomp and user namespaces (masks)", landlock_abi() >= 1 and has_seccomp() and USERNS):
+        return
+    h = Home()
+    try:
+        h.extension("host-client", None, ["filesystem:read", "process:spawn"], process={"commands": ["cat"]})
+        many = [os.path.join(h.project, "many", f"generated-entry-{i:05d}", "secret.txt") for i in range(6000)]
+        for path in (many[0], many[-1]):
+            os.makedirs(os.path.dirname(path))
+            h.put(path, "DENIED-" + os.path.basename(os.path.dirname(path)) + "\n")
+        h.json(os.path.join(h.dh, "config.json"),
+               {"security": {"deniedPaths": [os.path.join(h.project, "denied")] + many}})
+        spawns = {"first": many[0], "last": many[-1], "project": os.path.join(h.project, "file.txt")}
+        calls = "".join(json.dumps({"id": k, "tool": "host", "input": {"method": "host/process/spawn",
+                                                                      "params": {"argv": ["cat", v]}}}) + "\n"
+                        for k, v in spawns.items())
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env, input=calls,
+                           capture_output=True, text=True, timeout=90)
+        lines = {json.loads(l)["id"]: json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")}
+        assert set(lines) == set(spawns), (p.stdout, p.stderr)
+        answer = {k: json.loads(lines[k]["result"]["content"][0]["text"])["result"] for k in spawns}
+        assert answer["project"]["exitCode"] == 0 and answer["project"]["stdout"] == "project file\n", answer
+        for k in ("first", "last"):
+            assert answer[k]["exitCode"] != 0 and "DENIED" not in answer[k]["stdout"], answer[k]
+        # Past what the kernel passes to a program at all, the start is refused with the cause.
+        h.json(os.path.join(h.dh, "config.json"),
+               {"security": {"deniedPaths": [os.path.join(h.project, "x" * 40, f"{i}") for i in range(60000)]}})
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                           input=json.dumps({"id": "big", "extension": "host-client", "tool": "host", "input": {"method": "host/process/spawn",
+                                                                                   "params": {"argv": ["cat", "file.txt"]}}}) + "\n",
+                           capture_output=True, text=True, timeout=90)
+        got = json.loads(p.stdout.splitlines()[0])
+        reason = got["error"]["data"]["reason"]
+        assert "is more than the kernel passes to a program" in reason and "deny fewer, wider paths" in reason, got
+    finally:
+        h.close()
+
+
 FIRE_AND_FORGET = r"""
 import json, sys
 # Asks dhara to spawn a long sleep and answers its own call at once, without waiting.

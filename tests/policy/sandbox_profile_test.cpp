@@ -372,3 +372,27 @@ TEST_CASE("the launcher argv puts the profile before the command", "[policy][san
   CHECK(launcher_argv("/opt/dhara/dhara-launch", "/run/p.json", {"/usr/bin/node", "main.js"}) ==
         std::vector<std::string>{"/opt/dhara/dhara-launch", "--profile", "/run/p.json", "--", "/usr/bin/node", "main.js"});
 }
+
+TEST_CASE("a profile longer than one argument may hold goes to the launcher in parts", "[policy][sandbox]") {
+  sandbox_profile p;
+  for (int i = 0; i < 4000; ++i) p.mask.push_back("/work/project/generated/entry-" + std::to_string(i) + "/secret.txt");
+  const std::string whole = to_json(p);
+  REQUIRE(whole.size() > 2 * max_inline_profile_part);
+  auto argv = launcher_argv_inline("/opt/dhara/dhara-launch", p, {"/usr/bin/node", "main.js"});
+  REQUIRE(argv.size() > 4);
+  CHECK(argv.front() == "/opt/dhara/dhara-launch");
+  CHECK(std::vector<std::string>(argv.end() - 3, argv.end()) == std::vector<std::string>{"--", "/usr/bin/node", "main.js"});
+  std::string joined;
+  for (std::size_t i = 1; i + 3 < argv.size(); i += 2) {
+    CHECK(argv[i] == "--profile-json");
+    CHECK(argv[i + 1].size() <= max_inline_profile_part);
+    joined += argv[i + 1];
+  }
+  CHECK(joined == whole);
+  auto back = parse_sandbox_profile(joined);
+  REQUIRE(back);
+  CHECK(back->mask == p.mask);
+  // A profile of the usual size stays one argument.
+  CHECK(launcher_argv_inline("/l", sandbox_profile{}, {"/bin/true"}) ==
+        std::vector<std::string>{"/l", "--profile-json", to_json(sandbox_profile{}), "--", "/bin/true"});
+}

@@ -437,6 +437,32 @@ TEST_CASE("deniedPaths accumulate across every layer and are never replaced", "[
   CHECK(m.effective.denied_paths == std::vector<std::string>{"/etc/passwd", "/home/u/.ssh"});
 }
 
+TEST_CASE("long lists merge each entry once in the order first given", "[policy][settings]") {
+  // Tens of thousands of deniedPaths merged pair by pair took minutes (a review): the merge
+  // compares through hash sets now. What it gives must not change.
+  std::string global = R"({"security": {"trustedAuthors": [)", project = R"({"security": {"deniedPaths": [)";
+  std::string global_denied;
+  for (int i = 0; i < 20000; ++i) {
+    global_denied += (i ? ",\"/g/" : "\"/g/") + std::to_string(i % 15000) + "\"";  // 5 000 named twice
+    project += (i ? ",\"/g/" : "\"/g/") + std::to_string(10000 + i) + "\"";      // 5 000 the global file names
+    global += (i ? ",\"a" : "\"a") + std::to_string(i % 7) + "\"";
+  }
+  global += R"(], "deniedPaths": [)" + global_denied + "]}}";
+  project += "]}}";
+  auto e = merge_settings(layer_of(global, layer_kind::global), nullptr, nullptr, ctx).effective;
+  CHECK(e.trusted_authors == std::vector<std::string>{"a0", "a1", "a2", "a3", "a4", "a5", "a6"});
+  auto g = layer_of(global, layer_kind::global);
+  auto pr = layer_of(project, layer_kind::project);
+  e = merge_settings(g, &pr, nullptr, ctx).effective;
+  REQUIRE(e.denied_paths.size() == 30000);
+  REQUIRE(e.denied_paths_named.size() == 30000);
+  for (int i : {0, 9999, 14999}) CHECK(e.denied_paths[i] == "/g/" + std::to_string(i));
+  CHECK(e.denied_paths_named[14999] == "/g/14999 (deniedPaths in ~/.dhara/config.json)");
+  CHECK(e.denied_paths[15000] == "/g/15000");
+  CHECK(e.denied_paths_named[15000] == "/g/15000 (deniedPaths in ~/proj/.dhara/config.json)");
+  CHECK(e.denied_paths.back() == "/g/29999");
+}
+
 TEST_CASE("each denied path is named in reasons as its layer wrote it, and where", "[policy][settings]") {
   auto g = layer_of(R"({"security": {"deniedPaths": ["/etc/passwd", "~/.ssh/"]}})", layer_kind::global);
   g.denied_paths->push_back("~bob/x");  // as a file edited after parsing could not hold it: kept, and named
