@@ -136,8 +136,9 @@ policy::result<bool> extension_host::record_approval(const std::string& extensio
     if (e.manifest.name != extension) continue;
     auto written = io::update_permissions(io::permissions_path(policy_.where.dhara_home),
                                           [&](policy::permissions& p) -> policy::result<bool> {
+      const policy::capability_scope scope = policy::scope_of(e.manifest);
       auto r = policy::record(p, extension, capability, policy::permission_state::approved, e.manifest.version,
-                              e.folder, policy::format_timestamp(io::wall_clock_ms()), policy_.settings.level);
+                              e.folder, policy::format_timestamp(io::wall_clock_ms()), policy_.settings.level, &scope);
       if (!r) return r.err();
       return true;
     });
@@ -451,10 +452,12 @@ void extension_host::ask_for_pending_capabilities() {
     }
     auto written = io::update_permissions(perms_path, [&](policy::permissions& p) -> policy::result<bool> {
       auto stamp = policy::format_timestamp(io::wall_clock_ms());
+      const policy::capability_scope scope = policy::scope_of(e.manifest);
       for (const auto& [list, state] : {std::pair{&answer.approved, policy::permission_state::approved},
                                         std::pair{&answer.denied, policy::permission_state::denied}})
         for (const std::string& cap : *list) {
-          auto r = policy::record(p, e.manifest.name, cap, state, e.manifest.version, e.folder, stamp, policy_.settings.level);
+          auto r = policy::record(p, e.manifest.name, cap, state, e.manifest.version, e.folder, stamp,
+                                  policy_.settings.level, &scope);
           if (!r) return r.err();
         }
       return true;

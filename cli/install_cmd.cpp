@@ -594,6 +594,7 @@ int install_extension(const global_options& g, const install_options& o) {
     if (policy::entry_applies_to(it->second, name, dest, dhara_home)) {
       recorded = it->second;
       policy::rebind_version(*recorded, m.version, settings.level);
+      policy::rebind_scope(*recorded, policy::scope_of(m));  // a wider reach asks again
     } else {
       std::fprintf(stderr, "dhara: warning: the permissions recorded for '%s' were given to %s; this install "
                            "inherits nothing\n", name.c_str(),
@@ -785,10 +786,11 @@ int install_extension(const global_options& g, const install_options& o) {
                                          "capabilities stay pending";
     if (!audit_user_changes(*loaded, std::move(entries), unaudited)) return 1;
     auto stamp = policy::format_timestamp(io::wall_clock_ms());
+    const policy::capability_scope scope = policy::scope_of(m);
     auto written = io::update_permissions(io::permissions_path(dhara_home), [&](policy::permissions& p) -> policy::result<bool> {
       for (const auto& [cap, ok] : answers) {
         auto r = policy::record(p, name, cap, ok ? policy::permission_state::approved : policy::permission_state::denied,
-                                m.version, dest, stamp, settings.level);
+                                m.version, dest, stamp, settings.level, &scope);
         if (!r) return r.err();
       }
       return true;

@@ -72,15 +72,32 @@ std::size_t catalog_rank(const std::string& key) {
   return rank;
 }
 
-// The rows of `show`: approved, then denied, then pending, each in catalog order.
-std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& k) {
+// The rows of `show`: approved, then denied, then pending, each in catalog order. A recorded
+// state a session does not hold for the installed manifest is pending: every state after an
+// upgrade at paranoid, an approval whose reach the manifest widened since (effective_for).
+std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& k, policy::security_level level) {
   std::vector<std::pair<std::string, std::string>> approved, denied, pending;
-  policy::capability_set covered;
+  policy::capability_set covered, lost_approved, lost_denied;
+  if (k.recorded && k.installed) {
+    const policy::manifest& m = k.installed->manifest;
+    const policy::capability_scope scope = policy::scope_of(m);
+    const policy::effective_permissions eff = policy::effective_for(*k.recorded, m.version, level, &scope);
+    policy::capability_set stored_approved, stored_denied;
+    for (const auto& [key, state] : k.recorded->capabilities)
+      if (auto set = policy::parse_capability_pattern(key)) {
+        auto& into = state == policy::permission_state::approved ? stored_approved : stored_denied;
+        into = into | *set;
+      }
+    lost_approved = policy::with_implied(stored_approved).minus(eff.approved).minus(eff.denied);
+    lost_denied = stored_denied.minus(eff.denied);
+  }
   if (k.recorded) {
     for (const auto& [key, state] : k.recorded->capabilities) {
       bool ok = state == policy::permission_state::approved;
-      (ok ? approved : denied).push_back({ok ? "approved" : "denied", key});
-      if (auto set = policy::parse_capability_pattern(key)) covered = covered | *set;
+      auto set = policy::parse_capability_pattern(key);
+      if (set && !(*set & (ok ? lost_approved : lost_denied)).empty()) pending.push_back({"pending", key});
+      else (ok ? approved : denied).push_back({ok ? "approved" : "denied", key});
+      if (set) covered = covered | *set;
     }
   }
   if (k.installed)
@@ -108,7 +125,7 @@ int permissions_list(const global_options&, bool as_json) {
   json out = json::array();
   for (const auto& [name, k] : c->known) {
     int approved = 0, denied = 0, pending = 0;
-    for (const auto& row : rows_of(k)) {
+    for (const auto& row : rows_of(k, c->policy.settings.level)) {
       if (row.first == "approved") ++approved;
       else if (row.first == "denied") ++denied;
       else ++pending;
@@ -132,7 +149,7 @@ int permissions_show(const global_options&, const std::string& name, bool as_jso
   if (!c) return rc;
   const known_extension* k = find(*c, name, rc);
   if (!k) return rc;
-  auto rows = rows_of(*k);
+  auto rows = rows_of(*k, c->policy.settings.level);
   if (as_json) {
     json caps = json::object();
     for (const auto& [state, cap] : rows) caps[cap] = state;
@@ -201,10 +218,12 @@ int permissions_change(const global_options&, const std::string& action, const s
   if (approve && !audit_user_changes(c->policy, entries, "nothing was approved: the approval could not be audited"))
     return 1;
   std::optional<policy::permission_entry> recorded;  // the entry as this change left it
+  std::optional<policy::capability_scope> scope;       // what the installed manifest reaches
+  if (k->installed) scope = policy::scope_of(k->installed->manifest);
   auto done = io::update_permissions(path, [&](policy::permissions& p) -> policy::result<bool> {
     for (const std::string& x : caps) {
       auto r = policy::record(p, name, x, approve ? policy::permission_state::approved : policy::permission_state::denied,
-                              version, folder, stamp, c->policy.settings.level);
+                              version, folder, stamp, c->policy.settings.level, scope ? &*scope : nullptr);
       if (!r) return r.err();
       recorded = std::move(*r);
     }

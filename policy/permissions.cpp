@@ -24,7 +24,7 @@ std::string shown(std::string_view s) { return "'" + printable_excerpt(s, max_sh
 
 bool is_known_key(std::string_view key) {
   return key == "version" || key == "capabilities" || key == "approvedAt" || key == "approvedBy" ||
-         key == "folder";
+         key == "folder" || key == "scope";
 }
 
 std::string where(std::string_view ext, std::string_view field) {
@@ -38,6 +38,38 @@ std::optional<error> read_string(const json& v, std::string_view ext, std::strin
                                               std::string(json_type_name(v)));
   out = v.get<std::string>();
   return std::nullopt;
+}
+
+constexpr std::string_view scope_keys[] = {"network.outbound", "process.commands"};
+
+// "scope": {"network.outbound": [...] | null, "process.commands": [...] | null}. null: the
+// manifest had no list (anything); a key left out reached nothing (an approval then holds for
+// no list at all: asked again rather than granted wider).
+result<capability_scope> read_scope(const json& v, std::string_view ext) {
+  if (!v.is_object())
+    return make_error(errc::invalid_type, where(ext, "scope") + "expected an object, got " + std::string(json_type_name(v)));
+  capability_scope scope{std::vector<std::string>{}, std::vector<std::string>{}};
+  for (const auto& [key, value] : v.items()) {
+    const bool network = key == scope_keys[0];
+    if (!network && key != scope_keys[1])
+      return make_error(errc::invalid_value, where(ext, "scope") + shown(key) + " is not one of \"network.outbound\" and "
+                                             "\"process.commands\" (remove it)");
+    auto& list = network ? scope.network_domains : scope.process_commands;
+    if (value.is_null()) {
+      list.reset();
+      continue;
+    }
+    const std::string field = "scope." + key;
+    if (!value.is_array())
+      return make_error(errc::invalid_type, where(ext, field) + "expected an array of strings or null, got " +
+                                                std::string(json_type_name(value)));
+    for (const json& item : value) {
+      if (!item.is_string())
+        return make_error(errc::invalid_type, where(ext, field) + "expected strings, got " + std::string(json_type_name(item)));
+      list->push_back(item.get<std::string>());
+    }
+  }
+  return scope;
 }
 
 result<permission_entry> parse_entry(std::string_view ext, const json& v,
@@ -76,6 +108,10 @@ result<permission_entry> parse_entry(std::string_view ext, const json& v,
                              "; it is kept but grants and denies nothing");
         }
       }
+    } else if (key == "scope") {
+      auto scope = read_scope(value, ext);
+      if (!scope) return scope.err();
+      e.scope = std::move(*scope);
     } else if (key == "approvedAt" || key == "approvedBy" || key == "folder") {
       std::string s;
       if (auto err = read_string(value, ext, key, s)) return *err;
@@ -161,6 +197,12 @@ std::string serialize_permissions(const permissions& p) {
     if (e.approved_at) o["approvedAt"] = *e.approved_at;
     if (e.approved_by) o["approvedBy"] = *e.approved_by;
     if (e.folder) o["folder"] = *e.folder;
+    if (e.scope) {
+      nlohmann::ordered_json scope = nlohmann::ordered_json::object();
+      scope[std::string(scope_keys[0])] = e.scope->network_domains ? nlohmann::ordered_json(*e.scope->network_domains) : nullptr;
+      scope[std::string(scope_keys[1])] = e.scope->process_commands ? nlohmann::ordered_json(*e.scope->process_commands) : nullptr;
+      o["scope"] = std::move(scope);
+    }
     if (e.extra.is_object())
       for (const auto& [key, value] : e.extra.items())
         if (!is_known_key(key)) o[key] = nlohmann::ordered_json(value);
@@ -171,8 +213,28 @@ std::string serialize_permissions(const permissions& p) {
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
+capability_scope scope_of(const manifest& m) { return {m.network_domains, m.process_commands}; }
+
+capability_set widened(const capability_scope& then, const capability_scope& now) {
+  using list = std::optional<std::vector<std::string>>;
+  auto wider = [](const list& before, const list& after) {
+    if (!before) return false;  // anything already
+    if (!after) return true;    // a list, now anything
+    return std::any_of(after->begin(), after->end(), [&](const std::string& x) {
+      return std::find(before->begin(), before->end(), x) == before->end();
+    });
+  };
+  capability_set out;
+  if (wider(then.network_domains, now.network_domains)) {
+    out.insert(capability::network_fetch);
+    out.insert(capability::network_outbound);
+  }
+  if (wider(then.process_commands, now.process_commands)) out.insert(capability::process_spawn);
+  return out;
+}
+
 effective_permissions effective_for(const permission_entry& entry, std::string_view current_version,
-                                    security_level level) {
+                                    security_level level, const capability_scope* current) {
   // Paranoid binds every approval to the version the user saw: a new version asks again.
   if (level == security_level::paranoid && entry.version != current_version) return {};
   effective_permissions eff;
@@ -180,6 +242,8 @@ effective_permissions effective_for(const permission_entry& entry, std::string_v
   // Implication first, denial last: "network:outbound" approved with "network:fetch"
   // denied leaves fetch denied.
   eff.approved = with_implied(expand(entry, permission_state::approved)).minus(eff.denied);
+  // An approval holds as far as the manifest reached when it was given.
+  if (current && entry.scope) eff.approved = eff.approved.minus(widened(*entry.scope, *current));
   return eff;
 }
 
@@ -201,7 +265,8 @@ bool entry_applies_to(const permission_entry& entry, std::string_view name, std:
 
 result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
                                 permission_state state, std::string_view version,
-                                std::string_view folder, std::string_view now_iso8601, security_level level) {
+                                std::string_view folder, std::string_view now_iso8601, security_level level,
+                                const capability_scope* scope) {
   try {
     if (!is_valid_extension_name(ext))
       return make_error(errc::invalid_value, shown(ext) + " is not a valid extension name");
@@ -219,6 +284,7 @@ result<permission_entry> record(permissions& p, std::string_view ext, std::strin
       e.approved_by.reset();
     }
     rebind_version(e, version, level);
+    if (scope) rebind_scope(e, *scope);
     e.folder = std::move(target);
     e.capabilities[std::string(pattern)] = state;
     e.approved_at = std::string(now_iso8601);
@@ -233,6 +299,19 @@ void rebind_version(permission_entry& entry, std::string_view version, security_
   if (entry.version == version) return;
   if (level == security_level::paranoid) entry.capabilities.clear();
   entry.version = std::string(version);
+}
+
+void rebind_scope(permission_entry& entry, const capability_scope& scope) {
+  if (entry.scope) {
+    const capability_set wider = widened(*entry.scope, scope);
+    if (!wider.empty())
+      std::erase_if(entry.capabilities, [&](const auto& kv) {
+        if (kv.second != permission_state::approved) return false;
+        auto caps = parse_capability_pattern(kv.first);
+        return caps && !(with_implied(*caps) & wider).empty();
+      });
+  }
+  entry.scope = scope;
 }
 
 bool reset(permissions& p, std::string_view ext) { return p.entries.erase(std::string(ext)) > 0; }

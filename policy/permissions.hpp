@@ -21,6 +21,24 @@ namespace dhara::policy {
 enum class permission_state { approved, denied };
 std::string_view to_string(permission_state s);
 
+struct manifest;
+
+/// How far a manifest lets its scoped capabilities reach: `network.outbound` the hosts of
+/// network:fetch and network:outbound, `process.commands` the programs of process:spawn.
+/// nullopt: the manifest gives no list, so anything (a public host, any command).
+struct capability_scope {
+  std::optional<std::vector<std::string>> network_domains;
+  std::optional<std::vector<std::string>> process_commands;
+  bool operator==(const capability_scope&) const = default;
+};
+
+/// The scope `m` declares.
+capability_scope scope_of(const manifest& m);
+
+/// The capabilities whose reach `now` widens beyond `then`: a list that became absent, or
+/// that names an entry `then` did not (compared as written; a narrower list widens nothing).
+capability_set widened(const capability_scope& then, const capability_scope& now);
+
 /// One extension's record.
 struct permission_entry {
   std::string version;
@@ -29,6 +47,10 @@ struct permission_entry {
   std::optional<std::string> approved_at;
   std::optional<std::string> approved_by;
   std::optional<std::string> folder;  ///< the extension folder the approval was given for
+  /// What the manifest reached when a decision was last recorded ("scope" in the file): an
+  /// approval holds only as far as that. nullopt in an entry written by hand (the seed's
+  /// shape), which is compared with nothing.
+  std::optional<capability_scope> scope;
   nlohmann::json extra = nlohmann::json::object();  ///< unknown fields, kept on write
 };
 
@@ -56,13 +78,15 @@ std::string serialize_permissions(const permissions& p);
 /// The approved and denied capabilities an entry grants an extension of `current_version`
 /// at `level`, wildcards expanded, network:outbound ⇒ network:fetch applied, deny winning
 /// over approve. On a version change: paranoid forgets everything (asks again); standard,
-/// trusted and yolo keep what was recorded (new capabilities stay pending).
+/// trusted and yolo keep what was recorded (new capabilities stay pending). With `current`
+/// (the manifest's scope now) and a recorded scope, an approval whose reach the manifest
+/// widened since (widened()) is pending again, whatever the version says.
 struct effective_permissions {
   capability_set approved;
   capability_set denied;
 };
 effective_permissions effective_for(const permission_entry& entry, std::string_view current_version,
-                                    security_level level);
+                                    security_level level, const capability_scope* current = nullptr);
 
 /// True when the entry applies to an extension named `name` loaded from `folder`: a
 /// recorded folder must equal it; without one, only $DHARA_HOME/extensions/<name> matches.
@@ -77,15 +101,23 @@ bool entry_applies_to(const permission_entry& entry, std::string_view name, std:
 /// (its states belonged to another extension); an entry without a folder adopts `folder`.
 /// A version change moves the entry as `level` binds approvals (rebind_version): at paranoid
 /// the old version's states are forgotten before this one is recorded, so one approval or
-/// revocation never brings back the others given to the version before.
+/// revocation never brings back the others given to the version before. Likewise the
+/// entry's scope becomes `*scope`, the manifest's now (rebind_scope): approvals whose reach
+/// it widens are forgotten first. nullptr: no manifest at hand, the recorded scope stays.
 result<permission_entry> record(permissions& p, std::string_view ext, std::string_view pattern,
                                 permission_state state, std::string_view version,
-                                std::string_view folder, std::string_view now_iso8601, security_level level);
+                                std::string_view folder, std::string_view now_iso8601, security_level level,
+                                const capability_scope* scope);
 
 /// Moves an entry to `version` the way `level` binds approvals (see effective_for):
 /// paranoid forgets every recorded capability, the other levels keep them. No-op when the
 /// version is unchanged.
 void rebind_version(permission_entry& entry, std::string_view version, security_level level);
+
+/// Moves an entry to `scope`: an approval whose reach `scope` widens beyond the recorded one
+/// is forgotten (pending: asked again), a wildcard covering such a capability with it;
+/// denials stay. An entry without a recorded scope only takes this one.
+void rebind_scope(permission_entry& entry, const capability_scope& scope);
 
 /// Forgets an extension (back to pending). Returns false if it had no entry.
 bool reset(permissions& p, std::string_view ext);

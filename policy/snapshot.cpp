@@ -110,7 +110,8 @@ result<policy_snapshot> compile_snapshot(const snapshot_input& in, const path_re
     ext.folder = e.folder;
     ext.declared = m.capabilities;
     if (e.permissions) {
-      effective_permissions eff = effective_for(*e.permissions, m.version, cfg.level);
+      const capability_scope scope = scope_of(m);
+      effective_permissions eff = effective_for(*e.permissions, m.version, cfg.level, &scope);
       ext.approved_by_user = eff.approved;
       ext.denied = eff.denied;
     }

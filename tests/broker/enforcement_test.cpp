@@ -48,7 +48,7 @@ struct enforcement_fixture {
 
   void approve_read() {
     auto written = io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
-      auto r = policy::record(p, "fs-tool", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard);
+      auto r = policy::record(p, "fs-tool", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard, nullptr);
       if (!r) return policy::result<bool>(r.err());
       return policy::result<bool>(true);
     });
@@ -336,7 +336,7 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
   auto perms = io::permissions_path(home.dhara_home().string());
   REQUIRE(io::update_permissions(perms, [](policy::permissions& p) {
     for (const char* cap : {"filesystem:read", "filesystem:write", "process:spawn"}) {
-      auto r = policy::record(p, "host-client", cap, policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard);
+      auto r = policy::record(p, "host-client", cap, policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard, nullptr);
       if (!r) return policy::result<bool>(r.err());
     }
     return policy::result<bool>(true);
@@ -440,7 +440,7 @@ TEST_CASE_METHOD(enforcement_fixture, "an operation refused when it runs is answ
                  "[runtime][enforcement][host]") {
   home.add_extension("host-client");
   REQUIRE(io::update_permissions(io::permissions_path(home.dhara_home().string()), [](policy::permissions& p) {
-    auto r = policy::record(p, "host-client", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard);
+    auto r = policy::record(p, "host-client", "filesystem:read", policy::permission_state::approved, "1.0.0", "", "2026-11-30T00:00:00Z", policy::security_level::standard, nullptr);
     if (!r) return policy::result<bool>(r.err());
     return policy::result<bool>(true);
   }));

@@ -185,15 +185,19 @@ class LocalApi:
 
 
 def test_web_tools_fetches_a_listed_domain_through_the_host():
-    h = Home("web-tools", approve=[("web-tools", "network:fetch")])
+    h = Home("web-tools")
     api = LocalApi()
     try:
         # The test lists its own server in the installed copy's manifest (loopback must be
-        # listed by name); the example's own entry, api.example.com, stays.
+        # listed by name); the example's own entry, api.example.com, stays. Approved after:
+        # an approval given before the list grew would not reach the new host (it is asked
+        # again, docs/permissions-and-audit.md, "Scope").
         path = os.path.join(h.dh, "extensions", "web-tools", "manifest.json")
         manifest = json.load(open(path))
         manifest["network"]["outbound"].append({"domain": "127.0.0.1", "purpose": "the test's server"})
         json.dump(manifest, open(path, "w"))
+        code, _, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+        assert code == 0, err
         url = f"http://127.0.0.1:{api.port}/data"
         code, results, err = h.calls({"id": 1, "tool": "fetch", "input": {"url": url}})
         assert code == 0 and results[1]["status"] == "ok", (code, results, err)

@@ -448,6 +448,45 @@ def test_upgrade_keeps_approvals_at_standard_and_asks_only_for_new_capabilities(
     h.close()
 
 
+def test_an_upgrade_that_reaches_further_asks_again_for_what_it_widens():
+    # At standard an upgrade kept every approval: a new version whose process.commands added
+    # `bash`, or that dropped its network.outbound list (any host), ran with the approvals
+    # given for `git` and api.example.com, and nobody was asked (a review).
+    h = Home()
+    caps = ["network:fetch", "process:spawn", "filesystem:read"]
+    v1 = h.ext(version="1.0.0", caps=caps, network={"outbound": [{"domain": "api.example.com", "purpose": "API"}]},
+               process={"commands": ["git"]})
+    assert h.on_terminal("extensions", "install", v1, keys=["y"])[0] == 0
+    entry = h.perms()["web-tools"]
+    assert entry["scope"] == {"network.outbound": ["api.example.com"], "process.commands": ["git"]}, entry
+    # 2.0.0 runs bash too: only process:spawn is asked again; "n" denies it.
+    v2 = h.ext(version="2.0.0", caps=caps, network={"outbound": [{"domain": "api.example.com", "purpose": "API"}]},
+               process={"commands": ["git", "bash"]})
+    code, shown, prompts = h.on_terminal("extensions", "install", v2, "--upgrade", keys=["n"])
+    assert code == 0 and prompts == 1, (code, shown)
+    assert "web-tools v2.0.0 (zosmaai) requests process:spawn\r\nInstall? (y/n/q) n" in shown, shown
+    entry = h.perms()["web-tools"]
+    assert entry["capabilities"] == {"network:fetch": "approved", "filesystem:read": "approved",
+                                     "process:spawn": "denied"}, entry
+    assert entry["scope"]["process.commands"] == ["git", "bash"], entry
+    # 3.0.0 drops the host list, without a terminal: network:fetch is pending, not approved,
+    # for the install, for `show` and for a session.
+    v3 = h.ext(version="3.0.0", caps=caps, process={"commands": ["git", "bash"]})
+    code, out, err = h.dhara("extensions", "install", v3, "--upgrade")
+    assert code == 0 and "pending:  network:fetch" in out, (code, out, err)
+    code, out, err = h.dhara("config", "permissions", "show", "web-tools")
+    assert code == 0 and "[pending]  network:fetch" in out and "[approved] network:fetch" not in out, (out, err)
+    code, out, err = h.dhara("config", "permissions", "list")
+    assert code == 0 and "1 approved, 1 denied, 1 pending" in out, (out, err)
+    # A narrower list asks nothing.
+    v4 = h.ext(version="4.0.0", caps=caps, network={"outbound": []}, process={"commands": ["git"]})
+    code, out, err = h.dhara("config", "permissions", "approve", "web-tools", "network:fetch")
+    assert code == 0, err
+    code, out, err = h.dhara("extensions", "install", v4, "--upgrade")
+    assert code == 0 and "pending" not in out, (code, out, err)
+    h.close()
+
+
 def test_upgrade_at_paranoid_asks_again_for_everything():
     h = Home({"security": {"level": "paranoid"}})
     assert h.on_terminal("extensions", "install", web_tools(h), keys=["y", "y"])[0] == 0
@@ -466,6 +505,9 @@ def test_one_change_after_an_upgrade_at_paranoid_brings_back_nothing_else():
     assert h.on_terminal("extensions", "install", web_tools(h), keys=["y", "y"])[0] == 0
     code, out, err = h.dhara("extensions", "install", web_tools(h, version="2.0.0"), "--force")
     assert code == 0 and "pending:  network:fetch, network:dns" in out, (code, out, err)
+    # `show` says what a session holds: nothing given to 1.0.0 (it said approved, twice).
+    code, out, err = h.dhara("config", "permissions", "show", "web-tools")
+    assert code == 0 and out.count("[pending]") == 2 and "[approved]" not in out, (out, err)
     code, out, err = h.dhara("config", "permissions", "revoke", "web-tools", "network:dns")
     assert code == 0, err
     entry = h.perms()["web-tools"]

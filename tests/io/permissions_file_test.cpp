@@ -76,7 +76,7 @@ struct stat stat_of(const std::string& path) {
 io::permissions_change approve(std::string ext, std::string cap, bool* called = nullptr) {
   return [ext = std::move(ext), cap = std::move(cap), called](policy::permissions& p) -> policy::result<bool> {
     if (called) *called = true;
-    auto r = policy::record(p, ext, cap, permission_state::approved, "1.0.0", "", "2026-05-14T10:00:00Z", policy::security_level::standard);
+    auto r = policy::record(p, ext, cap, permission_state::approved, "1.0.0", "", "2026-05-14T10:00:00Z", policy::security_level::standard, nullptr);
     if (!r) return r.err();
     return true;
   };
@@ -490,12 +490,12 @@ TEST_CASE("concurrent updates from 8 processes lose nothing", "[io][permissions]
             int mine = it == p.entries.end() ? 0 : it->second.extra.value("count", 0);
             if (mine != j) lost = true;
             if (j == 0) {
-              auto a = policy::record(p, ext, "network:fetch", permission_state::approved, "1.0.0", "", "now", policy::security_level::standard);
+              auto a = policy::record(p, ext, "network:fetch", permission_state::approved, "1.0.0", "", "now", policy::security_level::standard, nullptr);
               if (!a) return a.err();
             }
             auto s = policy::record(p, ext, "filesystem:read",
                                     j % 2 == 0 ? permission_state::approved : permission_state::denied, "1.0.0",
-                                    "", "now", policy::security_level::standard);
+                                    "", "now", policy::security_level::standard, nullptr);
             if (!s) return s.err();
             p.entries[ext].extra["count"] = j + 1;
             return true;

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -274,7 +275,7 @@ TEST_CASE("an entry applies only to the folder it was approved for", "[policy][p
 TEST_CASE("record creates an entry and stamps it", "[policy][permissions]") {
   permissions p;
   auto e = record(p, "web-tools", "network:*", approved, "1.0.0", "/h/extensions/web-tools",
-                  "2026-05-14T10:00:00Z", security_level::standard);
+                  "2026-05-14T10:00:00Z", security_level::standard, nullptr);
   REQUIRE(e);
   REQUIRE(p.entries.count("web-tools") == 1);
   const auto& stored = p.entries.at("web-tools");
@@ -289,9 +290,9 @@ TEST_CASE("record creates an entry and stamps it", "[policy][permissions]") {
 
 TEST_CASE("record updates an existing entry's states, version and time", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", security_level::standard));
-  REQUIRE(record(p, "web-tools", "filesystem:write", denied, "1.0.0", "/f", "t2", security_level::standard));
-  REQUIRE(record(p, "web-tools", "network:fetch", denied, "1.1.0", "/f", "t3", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", security_level::standard, nullptr));
+  REQUIRE(record(p, "web-tools", "filesystem:write", denied, "1.0.0", "/f", "t2", security_level::standard, nullptr));
+  REQUIRE(record(p, "web-tools", "network:fetch", denied, "1.1.0", "/f", "t3", security_level::standard, nullptr));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.capabilities.size() == 2);
   CHECK(e.capabilities.at("network:fetch") == denied);
@@ -302,15 +303,15 @@ TEST_CASE("record updates an existing entry's states, version and time", "[polic
 
 TEST_CASE("record refuses invalid patterns and names and changes nothing", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/f", "t", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/f", "t", security_level::standard, nullptr));
   std::string before = serialize_permissions(p);
   for (const char* pattern : {"network:fech", "bogus:*", "*", "", "network:"}) {
     CAPTURE(pattern);
-    auto r = record(p, "web-tools", pattern, approved, "2", "/g", "t2", security_level::standard);
+    auto r = record(p, "web-tools", pattern, approved, "2", "/g", "t2", security_level::standard, nullptr);
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::unknown_capability);
   }
-  auto bad_name = record(p, "../evil", "network:fetch", approved, "1", "/f", "t", security_level::standard);
+  auto bad_name = record(p, "../evil", "network:fetch", approved, "1", "/f", "t", security_level::standard, nullptr);
   REQUIRE_FALSE(bad_name);
   CHECK(bad_name.err().code == errc::invalid_value);
   CHECK(serialize_permissions(p) == before);
@@ -318,9 +319,9 @@ TEST_CASE("record refuses invalid patterns and names and changes nothing", "[pol
 
 TEST_CASE("record for another folder starts the entry over", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "filesystem:write", approved, "1", "/home/.dhara/extensions/web-tools", "t1", security_level::standard));
+  REQUIRE(record(p, "web-tools", "filesystem:write", approved, "1", "/home/.dhara/extensions/web-tools", "t1", security_level::standard, nullptr));
   p.entries.at("web-tools").extra["note"] = "kept";
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/proj/.dhara/extensions/web-tools", "t2", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/proj/.dhara/extensions/web-tools", "t2", security_level::standard, nullptr));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.folder == "/proj/.dhara/extensions/web-tools");
   CHECK(e.capabilities.size() == 1);
@@ -333,7 +334,7 @@ TEST_CASE("record binds a hand-written entry without folder and keeps its states
                                        "capabilities": {"network:dns": "approved"}}})");
   REQUIRE(parsed);
   permissions p = parsed->value;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/h/extensions/web-tools", "t", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/h/extensions/web-tools", "t", security_level::standard, nullptr));
   const auto& e = p.entries.at("web-tools");
   CHECK(e.folder == "/h/extensions/web-tools");
   CHECK(e.capabilities.at("network:dns") == approved);
@@ -360,14 +361,101 @@ TEST_CASE("record moves an entry to a new version as the level binds approvals",
   for (security_level level : {security_level::standard, security_level::paranoid}) {
     CAPTURE(to_string(level));
     permissions p;
-    REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", level));
-    REQUIRE(record(p, "web-tools", "network:dns", approved, "1.0.0", "/f", "t1", level));
+    REQUIRE(record(p, "web-tools", "network:fetch", approved, "1.0.0", "/f", "t1", level, nullptr));
+    REQUIRE(record(p, "web-tools", "network:dns", approved, "1.0.0", "/f", "t1", level, nullptr));
     // One revocation for 2.0.0: at paranoid nothing given to 1.0.0 stays.
-    REQUIRE(record(p, "web-tools", "network:dns", denied, "2.0.0", "/f", "t2", level));
+    REQUIRE(record(p, "web-tools", "network:dns", denied, "2.0.0", "/f", "t2", level, nullptr));
     const auto& e = p.entries.at("web-tools");
     CHECK(e.version == "2.0.0");
     CHECK(e.capabilities.at("network:dns") == denied);
     CHECK(e.capabilities.count("network:fetch") == (level == security_level::paranoid ? 0u : 1u));
+  }
+}
+
+TEST_CASE("an approval holds as far as the manifest reached when it was given", "[policy][permissions]") {
+  // At standard a new version keeps its approvals (DESIGN §3.2): one that widened
+  // process.commands to `bash`, or dropped network.outbound, ran with them unasked (a review).
+  using list = std::vector<std::string>;
+  const capability_scope then{list{"api.example.com"}, list{"git"}};
+  CHECK(widened(then, then).empty());
+  CHECK(widened(then, {list{}, list{}}).empty());  // narrower
+  CHECK(widened(then, {list{"api.example.com", "evil.example"}, list{"git"}}) ==
+        set_of({capability::network_fetch, capability::network_outbound}));
+  CHECK(widened(then, {std::nullopt, list{"git"}}) == set_of({capability::network_fetch, capability::network_outbound}));
+  CHECK(widened(then, {list{"api.example.com"}, list{"git", "bash"}}) == set_of({capability::process_spawn}));
+  CHECK(widened(then, {list{"api.example.com"}, std::nullopt}) == set_of({capability::process_spawn}));
+  CHECK(widened({std::nullopt, std::nullopt}, {list{"x"}, list{"y"}}).empty());  // anything already
+
+  auto e = entry_with({{"network:fetch", approved}, {"process:spawn", approved}, {"filesystem:read", approved},
+                       {"network:dns", denied}});
+  e.scope = then;
+  const capability_scope wider_commands{list{"api.example.com"}, list{"git", "bash"}};
+  for (security_level level : {security_level::standard, security_level::trusted}) {
+    auto eff = effective_for(e, "2.0.0", level, &wider_commands);
+    CHECK(eff.approved == set_of({capability::network_fetch, capability::filesystem_read}));
+    CHECK(eff.denied == set_of({capability::network_dns}));
+  }
+  const capability_scope any_host{std::nullopt, list{"git"}};
+  CHECK(effective_for(e, "1.0.0", security_level::standard, &any_host).approved ==
+        set_of({capability::process_spawn, capability::filesystem_read}));
+  CHECK(effective_for(e, "1.0.0", security_level::standard, &then).approved ==
+        set_of({capability::network_fetch, capability::process_spawn, capability::filesystem_read}));
+  // A hand-written entry records no scope, and is compared with nothing.
+  auto hand = e;
+  hand.scope.reset();
+  CHECK(effective_for(hand, "2.0.0", security_level::standard, &wider_commands).approved.contains(capability::process_spawn));
+}
+
+TEST_CASE("recording under a wider scope forgets the approvals it widens", "[policy][permissions]") {
+  using list = std::vector<std::string>;
+  const capability_scope v1{list{"api.example.com"}, list{"git"}};
+  const capability_scope v2{list{"api.example.com"}, list{"git", "bash"}};
+  permissions p;
+  for (const char* cap : {"network:fetch", "process:*", "filesystem:read"})
+    REQUIRE(record(p, "tools", cap, approved, "1.0.0", "/f", "t1", security_level::standard, &v1));
+  REQUIRE(record(p, "tools", "process:signal", denied, "1.0.0", "/f", "t1", security_level::standard, &v1));
+  CHECK(p.entries.at("tools").scope == v1);
+  // One approval for 2.0.0, which may run bash: `process:*`, given for git alone, does not
+  // come back with it; the denial stays.
+  REQUIRE(record(p, "tools", "network:dns", approved, "2.0.0", "/f", "t2", security_level::standard, &v2));
+  const auto& e = p.entries.at("tools");
+  CHECK(e.scope == v2);
+  CHECK(e.capabilities == std::map<std::string, permission_state>{{"network:fetch", approved}, {"filesystem:read", approved},
+                                                                    {"process:signal", denied}, {"network:dns", approved}});
+  // Approved again under v2, it holds under v2.
+  REQUIRE(record(p, "tools", "process:spawn", approved, "2.0.0", "/f", "t3", security_level::standard, &v2));
+  CHECK(effective_for(p.entries.at("tools"), "2.0.0", security_level::standard, &v2).approved.contains(capability::process_spawn));
+  // Without a manifest at hand (nullptr) the recorded scope stays.
+  REQUIRE(record(p, "tools", "network:dns", denied, "2.0.0", "/f", "t4", security_level::standard, nullptr));
+  CHECK(p.entries.at("tools").scope == v2);
+}
+
+TEST_CASE("the recorded scope is read and written as the file holds it", "[policy][permissions]") {
+  auto parsed = parse_permissions(R"({"t": {"version": "1", "capabilities": {"process:spawn": "approved"},
+      "scope": {"network.outbound": null, "process.commands": ["git", "ls"]}}})");
+  REQUIRE(parsed);
+  const auto& e = parsed->value.entries.at("t");
+  REQUIRE(e.scope);
+  CHECK_FALSE(e.scope->network_domains);
+  CHECK(e.scope->process_commands == std::vector<std::string>{"git", "ls"});
+  const std::string text = serialize_permissions(parsed->value);
+  CHECK(text.find(R"("network.outbound": null)") != std::string::npos);
+  auto again = parse_permissions(text);
+  REQUIRE(again);
+  CHECK(again->value.entries.at("t").scope == e.scope);
+  CHECK(serialize_permissions(again->value) == text);
+  // A key left out reached nothing: any list now is wider.
+  auto partial = parse_permissions(R"({"t": {"version": "1", "capabilities": {}, "scope": {}}})");
+  REQUIRE(partial);
+  CHECK(partial->value.entries.at("t").scope == capability_scope{std::vector<std::string>{}, std::vector<std::string>{}});
+  for (const char* bad : {R"({"t": {"version": "1", "scope": []}})",
+                          R"({"t": {"version": "1", "scope": {"process.commands": "git"}}})",
+                          R"({"t": {"version": "1", "scope": {"process.commands": [1]}}})",
+                          R"({"t": {"version": "1", "scope": {"network.inbound": []}}})"}) {
+    INFO(bad);
+    auto r = parse_permissions(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().message.find("scope") != std::string::npos);
   }
 }
 
@@ -388,7 +476,7 @@ TEST_CASE("permission states have names", "[policy][permissions]") {
 
 TEST_CASE("serialization never throws on bytes that are not UTF-8", "[policy][permissions]") {
   permissions p;
-  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/home/caf\xe9", "t", security_level::standard));
+  REQUIRE(record(p, "web-tools", "network:fetch", approved, "1", "/home/caf\xe9", "t", security_level::standard, nullptr));
   std::string text = serialize_permissions(p);
   CHECK_THAT(text, Catch::Contains("/home/caf\xef\xbf\xbd"));
   CHECK(parse_permissions(text));

@@ -72,6 +72,23 @@ TEST_CASE("pending: headless denies with the command, interactive asks", "[polic
   CHECK(decide(*interactive, path_req("ext-8", capability::filesystem_read, "/etc/shadow")).verdict == verdict_kind::deny);
 }
 
+TEST_CASE("an approval given for fewer hosts is pending once the manifest lists more", "[policy][decide]") {
+  policy_fixture f;  // web-tools (0): network:fetch approved, its manifest lists two hosts
+  f.perms[0].scope = capability_scope{std::vector<std::string>{"api.example.com", "*.example.org"}, std::nullopt};
+  auto same = f.compile(false);
+  REQUIRE(same);
+  REQUIRE(same->extensions.find("web-tools") != same->extensions.end());
+  CHECK(same->extensions.find("web-tools")->second.approved_by_user.contains(capability::network_fetch));
+  f.perms[0].scope->network_domains = std::vector<std::string>{"api.example.com"};  // approved for one of them
+  auto wider = f.compile(false);
+  REQUIRE(wider);
+  REQUIRE(wider->extensions.find("web-tools") != wider->extensions.end());
+  const extension_policy& ext = wider->extensions.find("web-tools")->second;
+  CHECK_FALSE(ext.approved_by_user.contains(capability::network_fetch));
+  CHECK(ext.approved_by_user.contains(capability::filesystem_read));
+  CHECK(ext.denied.contains(capability::filesystem_write));
+}
+
 TEST_CASE("trusted level auto-approves trusted authors only", "[policy][decide]") {
   policy_fixture f{security_level::trusted};
   auto snap = f.compile(false);
