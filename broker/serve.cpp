@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -44,6 +45,7 @@ struct inflight_call {
   json rpc_id;
   std::string extension;
   std::shared_ptr<bool> cancelled;  // see call_spec::cancelled
+  std::size_t bytes = 0;            // its request's, counted in serve_load until it is answered
 };
 
 struct open_question {
@@ -57,6 +59,7 @@ struct server_state {
   serve_config cfg;
   std::function<void(int)> end;
   std::map<std::string, inflight_call> calls;         // toolCallId → who asked
+  std::size_t arriving_bytes = 0;  // the size of the message being handled, until a call takes it
   std::map<std::string, open_question> questions;     // approval/request id → the asker
   std::set<std::string> always_tools;                 // "ext/tool" the client approved for the session
   std::map<std::string, progress_gate> progress;      // toolCallId → its progress rate limit
@@ -70,6 +73,15 @@ struct server_state {
 };
 
 using server_ptr = caf::stateful_actor<server_state>*;
+
+// What a finished client message held is no longer held (serve_load).
+void release_load(server_state& st, std::size_t bytes) {
+  if (st.cfg.load && bytes) st.cfg.load->bytes.fetch_sub(bytes);
+}
+
+void count_questions(server_state& st) {
+  if (st.cfg.load) st.cfg.load->questions.store(st.questions.size());
+}
 
 void reply(server_ptr self, const json& id, const json& result) {
   self->state.out->write_line(io::encode_result(id, result));
@@ -132,6 +144,7 @@ void cancel_everything(server_ptr self) {
   }
   for (auto& [id, q] : st.questions) q.rp.deliver(actors::hitl_answer{actors::hitl_decision::quit, {}});
   st.questions.clear();
+  count_questions(st);
 }
 
 // Ends a draining session once no call is in flight: the shutdown answer, then exit 0.
@@ -152,6 +165,7 @@ void drain(server_ptr self, bool input_closed) {
     for (auto& [id, q] : st.questions)
       q.rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the client closed its input"});
     st.questions.clear();
+    count_questions(st);
   }
   end_if_drained(self);
 }
@@ -188,13 +202,19 @@ void start_call(server_ptr self, const json& rpc_id, const json& params) {
   spec.call.cwd = st.cfg.cwd;
   spec.call.session_id = st.cfg.session_id;
   spec.call.progress_to = caf::actor_cast<caf::actor>(self);
-  st.calls[id] = {rpc_id, spec.tool.extension, spec.cancelled};
+  st.calls[id] = {rpc_id, spec.tool.extension, spec.cancelled, std::exchange(st.arriving_bytes, 0)};
   run_tool_call(self, *st.host, std::move(spec), st.cfg.mode, caf::actor_cast<actors::hitl_actor>(self),
                 [self, id, rpc_id](call_outcome o) {
-                  self->state.calls.erase(id);
+                  auto& state = self->state;
+                  std::size_t held = 0;
+                  if (auto it = state.calls.find(id); it != state.calls.end()) {
+                    held = it->second.bytes;
+                    state.calls.erase(it);
+                  }
                   flush_progress(self, id, true);
                   if (o.result.ok) reply(self, rpc_id, o.result.result);
                   else reply_error(self, rpc_id, o.result.code, o.result.message, o.result.data);
+                  release_load(state, held);  // answered: the request is no longer in hand
                   if (o.quit) quit(self);
                   end_if_drained(self);
                 });
@@ -352,7 +372,13 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
   self->state.end = std::move(end);
   self->set_down_handler([self](caf::down_msg& m) { self->state.replies.down(m); });
   return {
-      [self](rpc_atom, io::rpc_message& message) { handle(self, message); },
+      [self](rpc_atom, io::rpc_message& message, std::size_t bytes) {
+        auto& st = self->state;
+        st.arriving_bytes = bytes;
+        handle(self, message);  // a call it starts takes the bytes until it is answered
+        release_load(st, std::exchange(st.arriving_bytes, 0));
+        count_questions(st);    // an answer to an approval request was handled
+      },
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
       [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
       [self](actors::call_result& r) { self->state.replies.answered(r); },
@@ -383,6 +409,7 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
         if (q.kind == actors::question_kind::result) params["result"] = q.result;
         st.out->write_line(io::encode_request(id, "approval/request", params));
         st.questions[id] = {rp, std::move(q)};
+        count_questions(st);
         return rp;
       },
       [self](actors::progress_atom, std::string& id, json& update) { on_progress(self, id, std::move(update)); },
@@ -456,8 +483,9 @@ caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, io::
   return sys.spawn(server, &host, &out, std::move(config), std::move(end));
 }
 
-void send_to_server(const caf::actor& server, io::rpc_message message) {
-  caf::anon_send(server, rpc_atom::value, std::move(message));
+void send_to_server(const caf::actor& server, io::rpc_message message, std::size_t bytes, serve_load* load) {
+  if (load) load->bytes.fetch_add(bytes);
+  caf::anon_send(server, rpc_atom::value, std::move(message), bytes);
 }
 
 void stop_server(const caf::actor& server) { caf::anon_send(server, stop_atom::value); }

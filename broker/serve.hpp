@@ -5,7 +5,9 @@
 // the client with `approval/request` whenever a human decision is needed.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -18,12 +20,25 @@
 
 namespace dhara::broker {
 
+/// What the client's requests hold in dhara, shared by the thread that reads them and the
+/// server actor: the reader stops reading while too much is held (cli/serve_cmd.cpp), so a
+/// client that sends faster than dhara answers, or stops reading the answers, cannot make it
+/// hold without bound.
+struct serve_load {
+  /// Bytes of the client lines handed to the server (send_to_server) and not finished: a
+  /// `tools/call` counts until its answer is written, any other message until it is handled.
+  std::atomic<std::size_t> bytes{0};
+  /// Approval requests the client has not answered: its answers must still be read.
+  std::atomic<std::size_t> questions{0};
+};
+
 /// What the server knows of its session.
 struct serve_config {
   hitl_mode mode = hitl_mode::automatic;
   std::string session_id;
   std::string cwd;
   bool can_ask = true;  ///< pending capabilities are asked of the client (not with --no-prompt)
+  std::shared_ptr<serve_load> load;  ///< kept up to date when given
 };
 
 /// The protocol version and server info `initialize` answers with.
@@ -41,8 +56,9 @@ nlohmann::json tools_list(const extension_host& host, const policy::policy_snaps
 caf::actor spawn_server(caf::actor_system& sys, const extension_host& host, io::line_output& out, serve_config config,
                         std::function<void(int)> end);
 
-/// Hands one decoded client message to the server actor.
-void send_to_server(const caf::actor& server, io::rpc_message message);
+/// Hands one decoded client message, `bytes` long as the client wrote it, to the server actor
+/// (counted in `load` when given: the serve_config's).
+void send_to_server(const caf::actor& server, io::rpc_message message, std::size_t bytes, serve_load* load);
 
 /// Stops the server: every call still in flight is cancelled (the client gets -32004).
 void stop_server(const caf::actor& server);

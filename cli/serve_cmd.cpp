@@ -31,6 +31,16 @@ using json = nlohmann::json;
 
 // Longest client line accepted; a longer one is answered -32700 and skipped.
 constexpr std::size_t max_client_line = 8u << 20;
+// The client's input is not read while this much of its requests is in hand (a call's until it
+// is answered: 4 lines of the longest), unless it owes answers to approval requests...
+constexpr std::size_t max_requests_in_hand = 4 * max_client_line;
+// ...or while this many bytes of answers wait for the client to read them. Either way the
+// client's writes then wait in its pipe, and dhara's memory stays bounded: a client that sent
+// 2 000 calls of 1 MB and read nothing took dhara to 1.85 GB, and a python extension was
+// killed for the 64 MiB of input queued to it. (A client must read its answers as it writes.)
+constexpr std::size_t max_answers_unread = 32u << 20;
+// How often the input is looked at again while it is not read.
+constexpr int paused_poll_ms = 10;
 
 // Ends the session from any thread: the first code wins, and the read loop wakes up.
 class session_end {
@@ -56,6 +66,7 @@ class session_end {
 struct server_session {
   std::unique_ptr<session> s;
   caf::actor server;
+  std::shared_ptr<broker::serve_load> load = std::make_shared<broker::serve_load>();  // what the client's requests hold
 };
 
 // `initialize`: validates the params, opens the session and starts the server actor.
@@ -96,6 +107,7 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
                                            {{"reason", error}}));
   cfg.cwd = s->policy.where.cwd;
   cfg.session_id = so.session_id;
+  cfg.load = open.load;
   open.server = broker::spawn_server(*s->sys, *s->host, out, cfg, [&end](int code) { end.signal(code); });
   if (cfg.can_ask) s->host->set_approver(caf::actor_cast<actors::hitl_actor>(open.server));
   json result = broker::initialize_result();
@@ -112,7 +124,7 @@ void on_line(const global_options& g, std::string_view line, const std::string& 
   if (!msg)
     return out.write_line(
         io::encode_error(io::refused_request_id(line), io::rpc_error_code(msg.err()), msg.err().message));
-  if (open.s) return broker::send_to_server(open.server, std::move(*msg));
+  if (open.s) return broker::send_to_server(open.server, std::move(*msg), line.size() + 1, open.load.get());
   auto* req = std::get_if<io::rpc_request>(&*msg);
   if (!req) return;  // notifications and stray responses before initialize mean nothing
   if (req->method == "initialize") return initialize(g, *req, cli_mode, out, end, open);
@@ -140,8 +152,11 @@ int serve(const global_options& g, const std::string& mode) {
   char chunk[65536];
   while (end.code() < 0) {
     // After EOF stdin is no longer watched (fd -1): the session ends when the server says so.
-    pollfd fds[3] = {{input_open ? 0 : -1, POLLIN, 0}, {end.fd(), POLLIN, 0}, {interrupts.fd(), POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
+    // While too much is in hand it is not read either, and looked at again shortly.
+    const bool held_back = open.s && (out.queued_bytes() >= max_answers_unread ||
+                                      (open.load->bytes.load() >= max_requests_in_hand && open.load->questions.load() == 0));
+    pollfd fds[3] = {{input_open && !held_back ? 0 : -1, POLLIN, 0}, {end.fd(), POLLIN, 0}, {interrupts.fd(), POLLIN, 0}};
+    if (::poll(fds, 3, held_back ? paused_poll_ms : -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }

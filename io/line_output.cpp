@@ -34,6 +34,11 @@ void line_output::write_line(std::string line) {
   work_.notify_one();
 }
 
+std::size_t line_output::queued_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_ ? 0 : queued_bytes_;
+}
+
 // Takes every queued line, writes them, and gives their room back; a failed write means the
 // reader is gone. Each write(2) holds whole lines and at most PIPE_BUF bytes (a line longer
 // than that goes alone): a pipe takes such a write whole or not at all, so a process killed

@@ -25,6 +25,10 @@ class line_output {
   line_output& operator=(const line_output&) = delete;
   /// Queues `line` and a newline.
   void write_line(std::string line);
+  /// Bytes queued and not yet written: what the reader has not taken yet.
+  std::size_t queued_bytes();
+  /// The most that may wait before write_line waits for room.
+  std::size_t max_queued_bytes() const { return max_queued_bytes_; }
 
  private:
   void run();

@@ -369,6 +369,59 @@ def test_no_prompt_denies_pending_capabilities_without_asking():
         s.close()
 
 
+def vm_hwm_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_a_client_that_stops_reading_holds_dhara_to_bounded_memory_and_loses_nothing():
+    # A client that sent big calls and read none of the answers took dhara to 1.85 GB (2 000
+    # calls of 1 MB, a review): it read every request while the answers piled up. It stops
+    # reading requests now while 32 MiB of answers wait unread or 64 MiB of requests are in
+    # hand; once the client reads again, every call is answered.
+    import threading
+    s = Server()
+    try:
+        s.initialize()
+        calls, text = 400, "x" * (1 << 20)
+        ids = []
+
+        def write_all():
+            try:
+                for _ in range(calls):
+                    ids.append(s.request("tools/call", {"tool": "echo", "input": {"text": text}}))
+            except (BrokenPipeError, ValueError):
+                pass
+        writer = threading.Thread(target=write_all, daemon=True)
+        writer.start()
+        # With the bound, the writer soon blocks in a full pipe: dhara stopped reading. Wait
+        # until it has sent nothing for 2 s (or all), reading no answer all the while.
+        deadline, last, still_since = time.monotonic() + 30, -1, time.monotonic()
+        while writer.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.25)
+            if len(ids) != last:
+                last, still_since = len(ids), time.monotonic()
+            elif time.monotonic() - still_since >= 2:
+                break
+        hwm_unread = vm_hwm_kib(s.proc.pid)
+        answered = set()
+        while len(answered) < calls:
+            m = s.read(limit=60)
+            assert m is not None and "result" in m and m["id"] not in answered, (len(answered), m and m.get("error"))
+            assert m["result"]["content"][0]["text"] == text, m["id"]
+            answered.add(m["id"])
+        writer.join(timeout=10)
+        assert not writer.is_alive() and answered == set(ids), (len(ids), len(answered))
+        hwm = vm_hwm_kib(s.proc.pid)
+        print(f"     {calls} calls of 1 MiB, {last} sent before dhara stopped reading: VmHWM {hwm_unread // 1024} MiB, "
+              f"at the end {hwm // 1024} MiB")
+        assert hwm < 512 * 1024, f"dhara's peak RSS {hwm // 1024} MiB for {calls} calls of 1 MiB"
+    finally:
+        s.close()
+
+
 def test_eof_and_shutdown_answer_the_calls_in_flight_first():
     s = Server()
     try:
