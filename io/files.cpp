@@ -109,6 +109,9 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
     auto cut = dir.rfind('/');
     dir.resize(cut == 0 ? 1 : cut);
   }
+  struct stat root_st;
+  const std::string root_marker = (loc.project_root == "/" ? std::string() : loc.project_root) + "/.dhara";
+  loc.project_dhara_is_state = ::stat(root_marker.c_str(), &root_st) == 0 && is_state_folder(root_st);
   return loc;
 }
 

@@ -28,6 +28,10 @@ struct locations {
   std::string dhara_home;    ///< $DHARA_HOME, default $HOME/.dhara
   std::string project_root;  ///< nearest ancestor of cwd holding .dhara/ (not DHARA_HOME), else cwd
   std::string cwd;
+  /// `<project_root>/.dhara` is DHARA_HOME or ~/.dhara (a link to one, or the cwd is the
+  /// home): the project has no folder of its own, and no file or extension is read from it as
+  /// the project's, nor written there as one.
+  bool project_dhara_is_state = false;
 };
 
 /// Reads HOME, DHARA_HOME and the current directory and finds the project (DESIGN §9).

@@ -393,6 +393,23 @@ def test_dhara_s_own_folder_is_no_project_marker_however_it_is_reached():
     h.close()
 
 
+def test_a_repository_dhara_linking_to_dhara_s_own_folder_is_no_project_file():
+    # A repository shipping `.dhara -> ../../.dhara` made `config set --project` write the
+    # global file while saying it wrote the project's, and sessions read the global file again
+    # as the project's (a review). Run in the home itself, ~/.dhara is no project folder either.
+    h = Home(project_marker=False)
+    h.write(h.global_file, '{"security": {"level": "standard"}}')
+    os.symlink(os.path.relpath(h.dh, h.project), os.path.join(h.project, ".dhara"))
+    for cwd in (h.project, h.home):
+        code, _, err = h.config("set", "--project", "security.level", "paranoid", cwd=cwd)
+        check(code == 2 and "is dhara's own folder" in err and "drop --project to change the global file" in err, cwd, err)
+        check(h.load(h.global_file) == {"security": {"level": "standard"}}, cwd)
+        code, _, err = h.config("unset", "--project", "security.level", cwd=cwd)
+        check(code == 2 and "is dhara's own folder" in err, cwd, err)
+    check(h.config("get", "security.level")[1] == "standard\n")
+    h.close()
+
+
 def test_project_loosening_is_written_but_warned_and_ignored_until_trusted():
     h = Home()
     code, out, err = h.config("set", "--project", "security.level", "yolo")
