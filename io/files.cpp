@@ -89,7 +89,9 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
   // known by device and inode, not by name: cwd is a resolved path, HOME and DHARA_HOME may
   // not be (a home reached through a symlink), and a ~/.dhara left behind when DHARA_HOME moved
   // is no project's. Taken as a project, either made the whole home the project's allowed
-  // folder.
+  // folder. Another user's `.dhara` (in /tmp, or a shared folder) is no marker of this user's
+  // project either: it moved the root, and with it the allowed folder, up to where that user
+  // chose. The user's own and root's are markers.
   struct stat dh_st, home_st;
   const bool dh_known = ::stat(loc.dhara_home.c_str(), &dh_st) == 0;
   const bool home_known = ::stat((loc.home + "/.dhara").c_str(), &home_st) == 0;
@@ -101,7 +103,8 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
   for (std::string dir = loc.cwd;;) {
     std::string marker = (dir == "/" ? std::string() : dir) + "/.dhara";
     struct stat st;
-    if (::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st)) {
+    if (::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st) &&
+        (st.st_uid == ::geteuid() || st.st_uid == 0)) {
       loc.project_root = dir;
       break;
     }

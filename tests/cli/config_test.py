@@ -410,6 +410,28 @@ def test_a_repository_dhara_linking_to_dhara_s_own_folder_is_no_project_file():
     h.close()
 
 
+def test_another_users_dhara_folder_is_no_project_marker():
+    # A `.dhara` another user made above the working folder (in /tmp, a shared folder) moved the
+    # project root, and the allowed folder with it, up to where that user chose (a review).
+    if os.geteuid() != 0:
+        print("     skipped: making a folder owned by another user needs root")
+        return
+    h = Home(project_marker=False)
+    shared = os.path.join(h.root, "shared")
+    work = os.path.join(shared, "mine")
+    os.makedirs(os.path.join(shared, ".dhara"))
+    os.makedirs(work)
+    h.write(os.path.join(shared, ".dhara", "config.json"), '{"extensions": {"maxRestarts": 1}}')
+    check(h.config("get", "extensions.maxRestarts", cwd=work)[1] == "1\n")  # the user's own: a marker
+    os.chown(os.path.join(shared, ".dhara"), 65534, 65534)
+    code, out, err = h.config("get", "extensions.maxRestarts", cwd=work)
+    check(code == 0 and out == "3\n", out, err)  # the default: that file is no longer the project's
+    code, _, err = h.config("set", "--project", "extensions.maxRestarts", "2", cwd=work)
+    check(code == 0 and h.load(os.path.join(work, ".dhara", "config.json")) == {"extensions": {"maxRestarts": 2}}, err)
+    check(h.load(os.path.join(shared, ".dhara", "config.json")) == {"extensions": {"maxRestarts": 1}})
+    h.close()
+
+
 def test_project_loosening_is_written_but_warned_and_ignored_until_trusted():
     h = Home()
     code, out, err = h.config("set", "--project", "security.level", "yolo")
