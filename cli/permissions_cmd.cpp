@@ -135,7 +135,9 @@ int permissions_list(const global_options&, bool as_json) {
                      {"approved", approved}, {"denied", denied}, {"pending", pending}});
       continue;
     }
-    std::printf("%-24s v%-10s %d approved, %d denied, %d pending%s\n", name.c_str(), version_of(k).c_str(), approved,
+    // Names and versions may come from a hand-edited permissions.json: shown terminal-safe.
+    std::printf("%-24s v%-10s %d approved, %d denied, %d pending%s\n", policy::terminal_safe(name).c_str(),
+                policy::terminal_safe(version_of(k)).c_str(), approved,
                 denied, pending, k.installed ? "" : " (not installed)");
   }
   if (as_json) std::printf("%s\n", out.dump(2).c_str());
@@ -156,8 +158,9 @@ int permissions_show(const global_options&, const std::string& name, bool as_jso
     std::printf("%s\n", json{{"name", name}, {"version", version_of(*k)}, {"capabilities", caps}}.dump(2).c_str());
     return 0;
   }
-  std::printf("Extension: %s v%s\n", name.c_str(), version_of(*k).c_str());
-  for (const auto& [state, cap] : rows) std::printf("  %-10s %s\n", ("[" + state + "]").c_str(), cap.c_str());
+  std::printf("Extension: %s v%s\n", policy::terminal_safe(name).c_str(), policy::terminal_safe(version_of(*k)).c_str());
+  for (const auto& [state, cap] : rows)
+    std::printf("  %-10s %s\n", ("[" + state + "]").c_str(), policy::terminal_safe(cap).c_str());
   return 0;
 }
 
@@ -245,7 +248,8 @@ int permissions_change(const global_options&, const std::string& action, const s
       if (!asked || (*asked & still).empty()) continue;
       std::string wider;
       for (const auto& [pattern, state] : recorded->capabilities)
-        if (state == policy::permission_state::denied && pattern != x) wider += (wider.empty() ? "'" : ", '") + pattern + "'";
+        if (state == policy::permission_state::denied && pattern != x)
+          wider += (wider.empty() ? "'" : ", '") + policy::terminal_safe(pattern) + "'";
       std::fprintf(stderr, "dhara: warning: %s stays denied for %s: %s is recorded as denied, and a denial wins; "
                            "approve that, or 'dhara config permissions reset %s' and approve what it needs\n",
                    x.c_str(), name.c_str(), wider.empty() ? "a wider pattern" : wider.c_str(), name.c_str());

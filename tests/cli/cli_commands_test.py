@@ -86,6 +86,23 @@ def test_list_and_json():
     h.close()
 
 
+def test_names_from_a_hand_edited_file_cannot_drive_the_terminal():
+    # A hand-edited (or planted) permissions.json reached the terminal raw: an escape sequence
+    # in a key or a version could clear the screen or fake lines in `list` and `show` (a review).
+    h = Home()
+    perms = json.load(open(os.path.join(h.dh, "permissions.json")))
+    perms["shell-tools"]["version"] = "2.0.0\x1b[2J\rfake"
+    perms["shell-tools"]["capabilities"]["process:\x1b]0;title\x07x"] = "denied"
+    perms["\x1b[31mred"] = {"version": "1", "capabilities": {}}
+    json.dump(perms, open(os.path.join(h.dh, "permissions.json"), "w"))
+    for args in (("list",), ("show", "shell-tools")):
+        code, out, err = h.run(*args)
+        assert code == 0 and "\x1b" not in out and "\x07" not in out and "\r" not in out, (args, out, err)
+    code, out, _ = h.run("show", "shell-tools")
+    assert "Extension: shell-tools v2.0.0?[2J?fake\n" in out and "  [denied]   process:?]0;title?x\n" in out, repr(out)
+    h.close()
+
+
 def test_unknown_names_exit_2_with_the_closest():
     h = Home()
     code, _, err = h.run("show", "web-tool")
