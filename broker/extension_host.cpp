@@ -131,23 +131,6 @@ void extension_host::set_approver(const actors::hitl_actor& approver) {
   for (const auto& c : checkers_) caf::anon_send(c, actors::approver_atom::value, approver);
 }
 
-policy::result<bool> extension_host::record_approval(const std::string& extension, const std::string& capability) const {
-  for (const discovered_extension& e : policy_.extensions) {
-    if (e.manifest.name != extension) continue;
-    auto written = io::update_permissions(io::permissions_path(policy_.where.dhara_home),
-                                          [&](policy::permissions& p) -> policy::result<bool> {
-      const policy::capability_scope scope = policy::scope_of(e.manifest);
-      auto r = policy::record(p, extension, capability, policy::permission_state::approved, e.manifest.version,
-                              e.folder, policy::format_timestamp(io::wall_clock_ms()), policy_.settings.level, &scope);
-      if (!r) return r.err();
-      return true;
-    });
-    if (!written) return written.err();
-    return true;
-  }
-  return policy::error{policy::errc::invalid_value, "no extension named '" + extension + "' is loaded"};
-}
-
 extension_host::~extension_host() { shutdown(); }
 
 void extension_host::start() {

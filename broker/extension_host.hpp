@@ -102,10 +102,6 @@ class extension_host {
   /// The audit writer's append interface (for decisions made outside the checker: the user
   /// rejecting a call or a result).
   actors::audit_sink_actor audit() const { return audit_; }
-  /// Records `capability` as approved for `extension` in permissions.json (bound to its
-  /// version and folder, like an answer at a load prompt). The caller then asks the store to
-  /// reload. Errors name the file and what is wrong.
-  policy::result<bool> record_approval(const std::string& extension, const std::string& capability) const;
   /// Tools refused at load (they require more than their manifest declares), with the reason.
   const std::map<std::string, std::string>& refused_tools() const { return refused_; }
   /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.

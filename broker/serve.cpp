@@ -41,6 +41,9 @@ struct progress_gate {
   bool tick_scheduled = false;
 };
 
+// The capabilities the client allowed an extension for the rest of the session ("always").
+using session_approvals = std::set<std::pair<std::string, policy::capability>>;
+
 struct inflight_call {
   json rpc_id;
   std::string extension;
@@ -62,6 +65,7 @@ struct server_state {
   std::size_t arriving_bytes = 0;  // the size of the message being handled, until a call takes it
   std::map<std::string, open_question> questions;     // approval/request id → the asker
   std::set<std::string> always_tools;                 // "ext/tool" the client approved for the session
+  session_approvals always_capabilities;             // (ext, capability) the client allowed for the session
   std::map<std::string, progress_gate> progress;      // toolCallId → its progress rate limit
   std::uint64_t next_call = 0;
   std::uint64_t next_question = 0;
@@ -93,9 +97,10 @@ void reply_error(server_ptr self, const json& id, int code, const std::string& m
 
 }  // namespace
 
-// tools_list over the given extension states (tools_list below, with the states as they are now).
+// tools_list over the given extension states (tools_list below, with the states as they are
+// now), with what the client allowed for the session counted as approved.
 json tools_list(const extension_host& host, const std::vector<actors::extension_info>& infos,
-                const policy::policy_snapshot& snap);
+                const policy::policy_snapshot& snap, const session_approvals& for_session);
 
 namespace {
 
@@ -264,27 +269,16 @@ void answer_question(server_ptr self, const json& id, const json* result, const 
   if (decision == "allow") return void(q.rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}));
   if (decision == "deny") return void(q.rp.deliver(actors::hitl_answer{hitl_decision::deny, {}}));
   if (decision == "always") {
+    // For the rest of this session, never written to permissions.json: DESIGN §9 gives the
+    // client allow, deny and quit, and a lasting approval comes from the user at dhara's own
+    // prompt or `dhara config permissions approve`, not from a protocol message (which an
+    // agent driven by a model could send). A review found "always" recorded for good.
     if (q.question.kind == actors::question_kind::tool)
       st.always_tools.insert(q.question.extension + "/" + q.question.tool);
-    if (q.question.kind != actors::question_kind::capability)
-      return void(q.rp.deliver(actors::hitl_answer{hitl_decision::always, {}}));
-    // Recorded in permissions.json like an answer at a prompt; the store then sends every
-    // checker the new snapshot before this call goes on.
-    auto written = st.host->record_approval(q.question.extension, q.question.capability);
-    if (!written) {
-      spdlog::error("cannot record the approval of {} for {}: {}", q.question.capability, q.question.extension,
-                    written.err().message);
-      return void(q.rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}));  // allowed once, as the user said
-    }
-    std::vector<policy::audit_entry> entries{policy::user_decision_entry(
-        io::wall_clock_ms(), q.question.extension, q.question.capability, true, "change", "approve", {})};
-    self->request(st.host->audit(), caf::infinite, actors::append_atom::value, std::move(entries))
-        .then([](actors::audit_ack&) {}, [](caf::error&) {});
-    auto rp = q.rp;
-    self->request(st.host->permissions_store(), caf::infinite, caf::put_atom::value)
-        .then([rp](std::uint64_t) mutable { rp.deliver(actors::hitl_answer{hitl_decision::always, {}}); },
-              [rp](caf::error&) mutable { rp.deliver(actors::hitl_answer{hitl_decision::allow, {}}); });
-    return;
+    if (q.question.kind == actors::question_kind::capability)
+      if (auto cap = policy::parse_capability(q.question.capability))
+        st.always_capabilities.insert({q.question.extension, *cap});
+    return void(q.rp.deliver(actors::hitl_answer{hitl_decision::always, {}}));
   }
   // An error response, or an answer we cannot read: no decision, so no (fail closed).
   q.rp.deliver(actors::hitl_answer{
@@ -300,7 +294,8 @@ void list_tools(server_ptr self, const json& id, policy::snapshot_ptr snap) {
   auto infos = std::make_shared<std::vector<actors::extension_info>>(host.extensions());
   auto left = std::make_shared<std::size_t>(infos->size() + 1);
   auto one_done = [self, id, snap, infos, left] {
-    if (--*left == 0) reply(self, id, tools_list(*self->state.host, *infos, *snap));
+    if (--*left == 0)
+      reply(self, id, tools_list(*self->state.host, *infos, *snap, self->state.always_capabilities));
   };
   for (std::size_t i = 0; i < infos->size(); ++i) {
     auto sup = host.supervisor((*infos)[i].name);
@@ -395,6 +390,13 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
           rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
           return rp;
         }
+        if (q.kind == actors::question_kind::capability) {
+          auto cap = policy::parse_capability(q.capability);
+          if (cap && st.always_capabilities.count({q.extension, *cap})) {
+            rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
+            return rp;
+          }
+        }
         if (q.kind == actors::question_kind::capability && !st.cfg.can_ask) {
           rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the server runs with --no-prompt"});
           return rp;
@@ -426,11 +428,11 @@ json initialize_result() {
 }
 
 json tools_list(const extension_host& host, const policy::policy_snapshot& snap) {
-  return tools_list(host, host.extensions(), snap);
+  return tools_list(host, host.extensions(), snap, {});
 }
 
 json tools_list(const extension_host& host, const std::vector<actors::extension_info>& infos,
-                const policy::policy_snapshot& snap) {
+                const policy::policy_snapshot& snap, const session_approvals& for_session) {
   json tools = json::array();
   for (const actors::extension_info& info : infos) {
     auto ext = snap.extensions.find(info.name);
@@ -459,6 +461,8 @@ json tools_list(const extension_host& host, const std::vector<actors::extension_
         if (snap.level != policy::security_level::yolo && ext != snap.extensions.end()) {
           policy::capability_set lacking =
               required.minus(ext->second.approved_by_user).minus(ext->second.approved_by_author);
+          for (const auto& [allowed_to, cap] : for_session)
+            if (allowed_to == info.name && !ext->second.denied.contains(cap)) lacking.erase(cap);
           lacking.for_each([&](policy::capability c) { missing.push_back(std::string(policy::to_string(c))); });
         }
         if (status == "ready" && !missing.empty()) status = "blocked";

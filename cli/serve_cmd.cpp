@@ -88,6 +88,13 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
   if (!broker::parse_hitl_mode(mode->empty() ? cli_mode : *mode, cfg.mode))
     return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params,
                                            "mode '" + *mode + "' is not a mode; use auto, approve or review"));
+  // The user's `--mode approve` or `review` stands: a client (an agent, perhaps driven by a
+  // model) cannot turn the human's questions off by asking for another mode.
+  std::string mode_warning;
+  if (cli_mode != "auto" && !mode->empty() && *mode != cli_mode) {
+    mode_warning = "mode '" + *mode + "' ignored: dhara serve was started with --mode " + cli_mode + ", which stands";
+    broker::parse_hitl_mode(cli_mode, cfg.mode);
+  }
   std::error_code ec;
   if (!cwd->empty() && (cwd->front() != '/' || !std::filesystem::is_directory(*cwd, ec)))
     return out.write_line(io::encode_error(req.id, io::rpc_error::invalid_params,
@@ -112,6 +119,7 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
   if (cfg.can_ask) s->host->set_approver(caf::actor_cast<actors::hitl_actor>(open.server));
   json result = broker::initialize_result();
   result["warnings"] = s->policy.warnings;
+  if (!mode_warning.empty()) result["warnings"].push_back(mode_warning);
   open.s = std::move(s);
   out.write_line(io::encode_result(req.id, result));
 }
@@ -214,7 +222,7 @@ void add_serve_command(CLI::App& app, command_context& ctx) {
   auto* serve_cmd = app.add_subcommand("serve", "Serve an agent core: JSON-RPC 2.0 over stdin/stdout");
   serve_cmd->add_flag("--stdio", o->stdio, "Speak on stdin/stdout (the only transport)")->required();
   serve_cmd->add_option("--mode", o->mode, "auto, approve (ask the client before each call) or review (ask after); "
-                                           "initialize's mode wins")
+                                           "initialize's mode applies only when this is auto")
       ->check(CLI::IsMember({"auto", "approve", "review"}));
   serve_cmd->footer(
       "Example:\n"

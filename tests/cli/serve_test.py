@@ -242,13 +242,14 @@ def test_a_pending_capability_is_asked_of_the_client():
         s.answer(s.read(), "deny")
         r, _ = s.wait_for(id2)
         assert r["error"]["code"] == -32002 and "denied by the user" in r["error"]["data"]["reason"], r
-        # always: recorded in permissions.json; the next call is not asked about.
+        # always: allowed for the rest of the session, the next call is not asked about; and
+        # never written to permissions.json (a client's message is no lasting approval: it was
+        # recorded for good until a review).
         id3 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
         s.answer(s.read(), "always")
         r, _ = s.wait_for(id3)
         assert "result" in r, r
-        perms = json.load(open(os.path.join(s.dh, "permissions.json")))
-        assert perms["fs-tool"]["capabilities"] == {"filesystem:read": "approved"}, perms
+        assert not os.path.exists(os.path.join(s.dh, "permissions.json"))
         r, before = s.wait_for(s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}}))
         assert "result" in r and before == [], (r, before)
         listed = {t["qualifiedName"]: t for t in s.call("tools/list")["result"]["tools"]}
@@ -257,6 +258,22 @@ def test_a_pending_capability_is_asked_of_the_client():
         assert all(e["session"] == "s-2" for e in reads), reads
         decided = [(e["action"], e["decidedBy"]) for e in reads]
         assert decided[:3] == [("allowed", "user"), ("denied", "user"), ("allowed", "user")], decided
+    finally:
+        s.close()
+
+
+def test_the_users_mode_stands_against_the_clients():
+    # `dhara serve --mode approve` with a client initializing `mode: auto`: every call ran
+    # without a question (the client's mode won; a review). The user's mode stands now.
+    s = Server(approve_fs=True, args=("--mode", "approve"))
+    try:
+        r = s.initialize(mode="auto")
+        assert "mode 'auto' ignored: dhara serve was started with --mode approve, which stands" in r["result"]["warnings"], r
+        id1 = s.request("tools/call", {"tool": "echo", "input": {"text": "hi"}})
+        q = s.read()
+        assert q.get("method") == "approval/request" and q["params"]["kind"] == "tool", q
+        s.answer(q, "allow")
+        assert s.wait_for(id1)[0]["result"]["content"][0]["text"] == "hi"
     finally:
         s.close()
 
@@ -529,8 +546,8 @@ def test_a_host_read_refuses_a_denied_folder_whose_parent_was_renamed():
 
 
 def test_a_renamed_denied_folder_stays_refused_after_the_rules_are_compiled_again():
-    """As above, but the user answers "always" to the read's question, so the session records
-    the approval and compiles the rules again while a/private names a new folder, or nothing
+    """As above, but the user then approves the read with `dhara config permissions approve`,
+    so the session compiles the rules again while a/private names a new folder, or nothing
     that resolves: the folder the entry named before is still held, and stays refused."""
     for way in ("a new folder", "a symlink loop"):
         s = Server()
@@ -545,14 +562,21 @@ def test_a_renamed_denied_folder_stays_refused_after_the_rules_are_compiled_agai
                 os.makedirs(os.path.join(s.project, "a", "private"))
             else:
                 os.symlink("a", os.path.join(s.project, "a"))
-            refused, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="always")
+            refused, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="allow")
             assert ("filesystem:read", "z/private/key") in asked, (way, asked)
             assert "PRIVATE" not in json.dumps(refused), (way, refused)
             assert "lies in a folder the rules deny" in json.dumps(refused), (way, refused)
-            perms = json.load(open(os.path.join(s.dh, "permissions.json")))  # recorded, so compiled again
-            assert perms["host-client"]["capabilities"].get("filesystem:read") == "approved", perms
-            again, asked = s.host_request("host/fs/read", {"path": "z/private/key"})
-            assert asked == [], asked  # approved for good: checked under the recompiled rules alone
+            s.cli("config", "permissions", "approve", "host-client", "filesystem:read")
+            # The session reads permissions.json again and compiles the rules anew: until then
+            # it asks (answered no), after it the read is checked under the new rules alone.
+            deadline = time.monotonic() + 20
+            while True:
+                again, asked = s.host_request("host/fs/read", {"path": "z/private/key"}, answer="deny")
+                assert "PRIVATE" not in json.dumps(again), (way, again)
+                if not asked or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert asked == [], (way, "the approval never reached the session")
             assert "lies in a folder the rules deny" in json.dumps(again), (way, again)
         finally:
             s.close()
