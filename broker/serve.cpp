@@ -83,10 +83,6 @@ void release_load(server_state& st, std::size_t bytes) {
   if (st.cfg.load && bytes) st.cfg.load->bytes.fetch_sub(bytes);
 }
 
-void count_questions(server_state& st) {
-  if (st.cfg.load) st.cfg.load->questions.store(st.questions.size());
-}
-
 void reply(server_ptr self, const json& id, const json& result) {
   self->state.out->write_line(io::encode_result(id, result));
 }
@@ -149,7 +145,6 @@ void cancel_everything(server_ptr self) {
   }
   for (auto& [id, q] : st.questions) q.rp.deliver(actors::hitl_answer{actors::hitl_decision::quit, {}});
   st.questions.clear();
-  count_questions(st);
 }
 
 // Ends a draining session once no call is in flight: the shutdown answer, then exit 0.
@@ -170,7 +165,6 @@ void drain(server_ptr self, bool input_closed) {
     for (auto& [id, q] : st.questions)
       q.rp.deliver(actors::hitl_answer{actors::hitl_decision::lost, "the client closed its input"});
     st.questions.clear();
-    count_questions(st);
   }
   end_if_drained(self);
 }
@@ -372,7 +366,6 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
         st.arriving_bytes = bytes;
         handle(self, message);  // a call it starts takes the bytes until it is answered
         release_load(st, std::exchange(st.arriving_bytes, 0));
-        count_questions(st);    // an answer to an approval request was handled
       },
       [self](actors::check_outcome& o) { self->state.replies.answered(o); },
       [self](actors::check_outcomes& os) { self->state.replies.answered(os); },
@@ -411,7 +404,6 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
         if (q.kind == actors::question_kind::result) params["result"] = q.result;
         st.out->write_line(io::encode_request(id, "approval/request", params));
         st.questions[id] = {rp, std::move(q)};
-        count_questions(st);
         return rp;
       },
       [self](actors::progress_atom, std::string& id, json& update) { on_progress(self, id, std::move(update)); },

@@ -21,15 +21,13 @@
 namespace dhara::broker {
 
 /// What the client's requests hold in dhara, shared by the thread that reads them and the
-/// server actor: the reader stops reading while too much is held (cli/serve_cmd.cpp), so a
+/// server actor: the reader holds calls back while too much is held (cli/serve_cmd.cpp), so a
 /// client that sends faster than dhara answers, or stops reading the answers, cannot make it
 /// hold without bound.
 struct serve_load {
   /// Bytes of the client lines handed to the server (send_to_server) and not finished: a
   /// `tools/call` counts until its answer is written, any other message until it is handled.
   std::atomic<std::size_t> bytes{0};
-  /// Approval requests the client has not answered: its answers must still be read.
-  std::atomic<std::size_t> questions{0};
 };
 
 /// What the server knows of its session.

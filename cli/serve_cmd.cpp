@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,16 +32,20 @@ using json = nlohmann::json;
 
 // Longest client line accepted; a longer one is answered -32700 and skipped.
 constexpr std::size_t max_client_line = 8u << 20;
-// The client's input is not read while this much of its requests is in hand (a call's until it
-// is answered: 4 lines of the longest), unless it owes answers to approval requests...
-constexpr std::size_t max_requests_in_hand = 4 * max_client_line;
-// ...or while this many bytes of answers wait for the client to read them. Either way the
-// client's writes then wait in its pipe, and dhara's memory stays bounded: a client that sent
+// Flow control (docs/serve-protocol.md, "Flow control"). The client's input is always read, so
+// its answers to approval requests, its cancels and its shutdown are seen at once. What its
+// calls hold is bounded instead: a `tools/call` goes to the server while less than
+// max_requests_in_hand of requests are in hand (a call's until it is answered) and less than
+// max_answers_unread of answers wait for the client to read them; otherwise it waits here, in
+// order, up to max_parked bytes, and a call beyond those is answered busy. A client that sent
 // 2 000 calls of 1 MB and read nothing took dhara to 1.85 GB, and a python extension was
-// killed for the 64 MiB of input queued to it. (A client must read its answers as it writes.)
+// killed for the 64 MiB of input queued to it. (Stopping to read instead left a client that
+// answers an approval request behind a full pipe waiting for ever: a review.)
+constexpr std::size_t max_requests_in_hand = 4 * max_client_line;
 constexpr std::size_t max_answers_unread = 32u << 20;
-// How often the input is looked at again while it is not read.
-constexpr int paused_poll_ms = 10;
+constexpr std::size_t max_parked = 64u << 20;
+// How often waiting calls are looked at while they wait.
+constexpr int parked_poll_ms = 10;
 
 // Ends the session from any thread: the first code wins, and the read loop wakes up.
 class session_end {
@@ -63,11 +68,89 @@ class session_end {
   std::atomic<int> code_{-1};
 };
 
+struct parked_message {
+  io::rpc_message msg;
+  std::size_t bytes = 0;  // as the client wrote it
+};
+
 struct server_session {
   std::unique_ptr<session> s;
   caf::actor server;
   std::shared_ptr<broker::serve_load> load = std::make_shared<broker::serve_load>();  // what the client's requests hold
+  std::deque<parked_message> parked;  // calls waiting for room (and a shutdown sent after them), in order
+  std::size_t parked_bytes = 0;
+  bool eof_parked = false;  // the input ended after messages that still wait
 };
+
+bool over_limit(io::line_output& out, const server_session& open) {
+  return out.queued_bytes() >= max_answers_unread || open.load->bytes.load() >= max_requests_in_hand;
+}
+
+// Hands the waiting messages to the server in order while there is room; the input's end last.
+void release_parked(io::line_output& out, server_session& open) {
+  while (!open.parked.empty() && !over_limit(out, open)) {
+    parked_message p = std::move(open.parked.front());
+    open.parked.pop_front();
+    open.parked_bytes -= p.bytes;
+    broker::send_to_server(open.server, std::move(p.msg), p.bytes, open.load.get());
+  }
+  if (open.parked.empty() && open.eof_parked) {
+    open.eof_parked = false;
+    broker::input_closed(open.server);
+  }
+}
+
+// The toolCallId a call names ("" when none: the server would give it one).
+std::string call_id_of(const io::rpc_request& req) {
+  const json& p = req.params;
+  return p.is_object() && p.contains("toolCallId") && p["toolCallId"].is_string() ? p["toolCallId"].get<std::string>()
+                                                                                 : std::string();
+}
+
+// A cancel reaches the calls still waiting here too: each is answered cancelled, as the
+// server answers its own (which the cancel then goes on to).
+void cancel_parked(io::line_output& out, server_session& open, const json& params) {
+  const bool names_one = params.is_object() && params.contains("toolCallId");
+  if (names_one && !(params["toolCallId"].is_string() && !params["toolCallId"].get_ref<const std::string&>().empty()))
+    return;  // cancels nothing (the server answers the bad params)
+  const std::string only = names_one ? params["toolCallId"].get<std::string>() : std::string();
+  for (auto it = open.parked.begin(); it != open.parked.end();) {
+    auto* req = std::get_if<io::rpc_request>(&it->msg);
+    if (req && req->method == "tools/call" && (only.empty() || call_id_of(*req) == only)) {
+      out.write_line(io::encode_error(req->id, io::rpc_error::cancelled, "cancelled"));
+      open.parked_bytes -= it->bytes;
+      it = open.parked.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// One client message once the session is open.
+void to_server(std::string_view line, io::rpc_message msg, io::line_output& out, server_session& open) {
+  const std::size_t bytes = line.size() + 1;
+  auto* req = std::get_if<io::rpc_request>(&msg);
+  const bool call = req && req->method == "tools/call";
+  // A call waits behind the calls waiting already, or for room; a shutdown behind them too.
+  if ((call && (!open.parked.empty() || over_limit(out, open))) || (req && req->method == "shutdown" && !open.parked.empty())) {
+    if (call && open.parked_bytes + bytes > max_parked)
+      return out.write_line(io::encode_error(
+          req->id, -32000,
+          "dhara is busy: it holds " + std::to_string((open.load->bytes.load() + open.parked_bytes) >> 20) +
+              " MiB of this client's calls (its answers are not read, or calls come faster than they finish); send "
+              "this call again once answers arrive",
+          {{"reason", "busy"}}));
+    open.parked_bytes += bytes;
+    open.parked.push_back({std::move(msg), bytes});
+    return;
+  }
+  const json* cancel = nullptr;
+  if (req && req->method == "tools/cancel") cancel = &req->params;
+  auto* note = std::get_if<io::rpc_notification>(&msg);
+  if (note && note->method == "tools/cancel") cancel = &note->params;
+  if (cancel && !open.parked.empty()) cancel_parked(out, open, *cancel);
+  broker::send_to_server(open.server, std::move(msg), bytes, open.load.get());
+}
 
 // `initialize`: validates the params, opens the session and starts the server actor.
 void initialize(const global_options& g, const io::rpc_request& req, const std::string& cli_mode,
@@ -132,7 +215,7 @@ void on_line(const global_options& g, std::string_view line, const std::string& 
   if (!msg)
     return out.write_line(
         io::encode_error(io::refused_request_id(line), io::rpc_error_code(msg.err()), msg.err().message));
-  if (open.s) return broker::send_to_server(open.server, std::move(*msg), line.size() + 1, open.load.get());
+  if (open.s) return to_server(line, std::move(*msg), out, open);
   auto* req = std::get_if<io::rpc_request>(&*msg);
   if (!req) return;  // notifications and stray responses before initialize mean nothing
   if (req->method == "initialize") return initialize(g, *req, cli_mode, out, end, open);
@@ -159,12 +242,11 @@ int serve(const global_options& g, const std::string& mode) {
   bool input_open = true;
   char chunk[65536];
   while (end.code() < 0) {
+    if (open.s) release_parked(out, open);
+    const bool waiting = !open.parked.empty() || open.eof_parked;
     // After EOF stdin is no longer watched (fd -1): the session ends when the server says so.
-    // While too much is in hand it is not read either, and looked at again shortly.
-    const bool held_back = open.s && (out.queued_bytes() >= max_answers_unread ||
-                                      (open.load->bytes.load() >= max_requests_in_hand && open.load->questions.load() == 0));
-    pollfd fds[3] = {{input_open && !held_back ? 0 : -1, POLLIN, 0}, {end.fd(), POLLIN, 0}, {interrupts.fd(), POLLIN, 0}};
-    if (::poll(fds, 3, held_back ? paused_poll_ms : -1) < 0) {
+    pollfd fds[3] = {{input_open ? 0 : -1, POLLIN, 0}, {end.fd(), POLLIN, 0}, {interrupts.fd(), POLLIN, 0}};
+    if (::poll(fds, 3, waiting ? parked_poll_ms : -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -180,7 +262,8 @@ int serve(const global_options& g, const std::string& mode) {
     if (n <= 0) {
       // EOF is a shutdown: the calls in flight are answered first.
       input_open = false;
-      if (open.s) broker::input_closed(open.server);
+      if (open.s && !open.parked.empty()) open.eof_parked = true;  // after the calls still waiting
+      else if (open.s) broker::input_closed(open.server);
       else end.signal(0);
       continue;
     }
@@ -203,6 +286,10 @@ int serve(const global_options& g, const std::string& mode) {
     }
   }
   int code = end.code() < 0 ? 0 : end.code();
+  // Calls that never left: answered as the server answers those it cancels at the end.
+  for (const parked_message& p : open.parked)
+    if (auto* req = std::get_if<io::rpc_request>(&p.msg); req && req->method == "tools/call")
+      out.write_line(io::encode_error(req->id, io::rpc_error::cancelled, "cancelled: the session ended before the call started"));
   if (open.s) {
     broker::stop_server(open.server);
     open.s->host->shutdown();  // every extension stopped before the exit code is returned
