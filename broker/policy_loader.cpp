@@ -76,7 +76,7 @@ policy::result<loaded_policy> load_policy(const io::locations& where, bool inter
   auto global = load_layer(where.dhara_home + "/config.json", policy::layer_kind::global);
   if (!global) return global.err();
   std::optional<policy::parsed_layer> project;
-  if (where.project_root != where.dhara_home && !where.project_dhara_is_state) {
+  if (where.project_root != where.dhara_home && where.project_dhara_usable()) {
     auto p = load_layer(where.project_root + "/.dhara/config.json", policy::layer_kind::project);
     if (!p) return p.err();
     project = std::move(*p);
@@ -91,7 +91,7 @@ policy::result<loaded_policy> load_policy(const io::locations& where, bool inter
   // Extensions: global dirs first, so a global extension wins over a project one.
   std::vector<std::pair<std::string, bool>> dirs;
   for (const std::string& d : out.settings.extension_dirs) dirs.emplace_back(d, false);
-  if (!where.project_dhara_is_state)  // else it is the global folder, listed above when in extensionDirs
+  if (where.project_dhara_usable())  // else the global folder (listed above when in extensionDirs), or not ours
     dirs.emplace_back(where.project_root + "/.dhara/extensions", true);
   std::map<std::string, std::string> seen;  // name → folder
   for (const auto& [dir, from_project] : dirs) {

@@ -158,7 +158,7 @@ policy::result<session_view> load_view(const io::locations& where) {
   auto global = io::read_settings_file(io::global_settings_path(where.dhara_home), policy::layer_kind::global);
   if (!global) return global.err();
   v.global = std::move(*global);
-  if (where.project_root != where.dhara_home && !where.project_dhara_is_state) {
+  if (where.project_root != where.dhara_home && where.project_dhara_usable()) {
     auto project = io::read_settings_file(io::project_settings_path(where.project_root), policy::layer_kind::project);
     if (!project) return project.err();
     v.project = std::move(*project);
@@ -200,6 +200,15 @@ std::optional<std::string> target_file(const io::locations& where, bool project,
                  "would be the global one. Remove that link and run 'mkdir .dhara' for a project folder, or drop "
                  "--project to change the global file\n",
                  where.project_root == "/" ? "" : where.project_root.c_str(), where.dhara_home.c_str());
+    rc = 2;
+    return std::nullopt;
+  }
+  if (where.project_dhara_foreign) {
+    std::fprintf(stderr,
+                 "dhara: %s/.dhara is not a folder of yours (another user's, or a link one made), so it is no "
+                 "project's; move it away and run 'mkdir .dhara' for a project folder, or drop --project to change "
+                 "the global file\n",
+                 where.project_root == "/" ? "" : where.project_root.c_str());
     rc = 2;
     return std::nullopt;
   }

@@ -852,7 +852,8 @@ void check_config(health_report& r, std::vector<std::string>& own_warnings, bool
   const auto& w = r.where;
   r.global_config.path = w.dhara_home + "/config.json";
   r.project_config.path = w.project_root + "/.dhara/config.json";
-  r.has_project_config = w.project_root != w.dhara_home;
+  // Not when the project's `.dhara` is dhara's own folder or not the user's: sessions read none.
+  r.has_project_config = w.project_root != w.dhara_home && w.project_dhara_usable();
   auto global = check_config_file(r.global_config, policy::layer_kind::global);
   std::optional<policy::parsed_layer> project = policy::parsed_layer{};
   if (r.has_project_config) project = check_config_file(r.project_config, policy::layer_kind::project);
@@ -884,7 +885,7 @@ void check_extensions(health_report& r, const broker::loaded_policy& loaded) {
     r.extension_dirs.emplace_back(d, std::filesystem::is_directory(d, ec));
   }
   std::string project_dir = r.where.project_root + "/.dhara/extensions";
-  if (std::find_if(r.extension_dirs.begin(), r.extension_dirs.end(), [&](const auto& d) { return d.first == project_dir; }) ==
+  if (r.where.project_dhara_usable() && std::find_if(r.extension_dirs.begin(), r.extension_dirs.end(), [&](const auto& d) { return d.first == project_dir; }) ==
       r.extension_dirs.end()) {
     std::error_code ec;
     r.extension_dirs.emplace_back(project_dir, std::filesystem::is_directory(project_dir, ec));

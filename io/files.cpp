@@ -99,12 +99,19 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
     return (dh_known && st.st_dev == dh_st.st_dev && st.st_ino == dh_st.st_ino) ||
            (home_known && st.st_dev == home_st.st_dev && st.st_ino == home_st.st_ino);
   };
+  // Only a folder of the user's own or root's: a link counts when it and the folder it names
+  // both are (another user's link to /usr, or to this user's own home, moved the root too).
+  auto owned = [](const struct stat& st) { return st.st_uid == ::geteuid() || st.st_uid == 0; };
+  auto own_folder = [&](const std::string& marker, struct stat& st) {
+    struct stat link_st;
+    return ::lstat(marker.c_str(), &link_st) == 0 && owned(link_st) && ::stat(marker.c_str(), &st) == 0 &&
+           S_ISDIR(st.st_mode) && owned(st);
+  };
   loc.project_root = loc.cwd;
   for (std::string dir = loc.cwd;;) {
     std::string marker = (dir == "/" ? std::string() : dir) + "/.dhara";
     struct stat st;
-    if (::stat(marker.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !is_state_folder(st) &&
-        (st.st_uid == ::geteuid() || st.st_uid == 0)) {
+    if (own_folder(marker, st) && !is_state_folder(st)) {
       loc.project_root = dir;
       break;
     }
@@ -112,9 +119,11 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
     auto cut = dir.rfind('/');
     dir.resize(cut == 0 ? 1 : cut);
   }
-  struct stat root_st;
+  // Without a marker the root is the cwd, whose `.dhara` may still be one of those skipped.
   const std::string root_marker = (loc.project_root == "/" ? std::string() : loc.project_root) + "/.dhara";
-  loc.project_dhara_is_state = ::stat(root_marker.c_str(), &root_st) == 0 && is_state_folder(root_st);
+  struct stat root_st, any_st;
+  if (own_folder(root_marker, root_st)) loc.project_dhara_is_state = is_state_folder(root_st);
+  else loc.project_dhara_foreign = ::lstat(root_marker.c_str(), &any_st) == 0;
   return loc;
 }
 

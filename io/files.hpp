@@ -32,6 +32,11 @@ struct locations {
   /// home): the project has no folder of its own, and no file or extension is read from it as
   /// the project's, nor written there as one.
   bool project_dhara_is_state = false;
+  /// `<project_root>/.dhara` is there but not a folder of this user's or root's (another
+  /// user's, a link such a user made, or no folder at all): treated as the above.
+  bool project_dhara_foreign = false;
+  /// Neither: a `.dhara` there, if any, is the project's own.
+  bool project_dhara_usable() const { return !project_dhara_is_state && !project_dhara_foreign; }
 };
 
 /// Reads HOME, DHARA_HOME and the current directory and finds the project (DESIGN §9).

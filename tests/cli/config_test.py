@@ -429,6 +429,25 @@ def test_another_users_dhara_folder_is_no_project_marker():
     code, _, err = h.config("set", "--project", "extensions.maxRestarts", "2", cwd=work)
     check(code == 0 and h.load(os.path.join(work, ".dhara", "config.json")) == {"extensions": {"maxRestarts": 2}}, err)
     check(h.load(os.path.join(shared, ".dhara", "config.json")) == {"extensions": {"maxRestarts": 1}})
+    shutil.rmtree(os.path.join(work, ".dhara"))
+    # In the working folder itself it is not the project's either: read, or written with --project.
+    code, out, err = h.config("get", "extensions.maxRestarts", cwd=shared)
+    check(code == 0 and out == "3\n", out, err)
+    code, _, err = h.config("set", "--project", "extensions.maxRestarts", "2", cwd=shared)
+    check(code == 2 and "is not a folder of yours" in err, err)
+    # Nor through a link that user made, to a folder of root's or of this user's own (a review:
+    # stat() followed the link, and the owner of its target passed).
+    mine = os.path.join(h.root, "mine-elsewhere")
+    os.makedirs(mine)
+    h.write(os.path.join(mine, "config.json"), '{"extensions": {"maxRestarts": 1}}')
+    shutil.rmtree(os.path.join(shared, ".dhara"))
+    os.symlink(mine, os.path.join(shared, ".dhara"))
+    check(h.config("get", "extensions.maxRestarts", cwd=work)[1] == "1\n")  # the user's own link: a marker
+    os.lchown(os.path.join(shared, ".dhara"), 65534, 65534)
+    code, out, err = h.config("get", "extensions.maxRestarts", cwd=work)
+    check(code == 0 and out == "3\n", out, err)
+    code, out, err = h.dhara("config", "get", "security.allowedPaths", cwd=work)
+    check(code == 0 and json.loads(out) == [work], out, err)
     h.close()
 
 
