@@ -53,8 +53,8 @@ const known_extension* find(const context& c, const std::string& name, int& rc) 
   if (auto it = c.known.find(name); it != c.known.end()) return &it->second;
   std::vector<std::string_view> names;
   for (const auto& [n, k] : c.known) names.push_back(n);
-  std::fprintf(stderr, "dhara: unknown extension '%s'%s; 'dhara config permissions list' shows them\n", name.c_str(),
-               policy::did_you_mean(name, names).c_str());
+  std::fprintf(stderr, "dhara: unknown extension '%s'%s; 'dhara config permissions list' shows them\n",
+               policy::terminal_safe(name).c_str(), policy::terminal_safe(policy::did_you_mean(name, names)).c_str());
   rc = 2;
   return nullptr;
 }
@@ -74,11 +74,17 @@ std::size_t catalog_rank(const std::string& key) {
 
 // The rows of `show`: approved, then denied, then pending, each in catalog order. A recorded
 // state a session does not hold for the installed manifest is pending: every state after an
-// upgrade at paranoid, an approval whose reach the manifest widened since (effective_for).
-std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& k, policy::security_level level) {
+// upgrade at paranoid, an approval whose reach the manifest widened since (effective_for), and
+// an entry given to another folder (entry_applies_to: the installed one inherits nothing).
+std::vector<std::pair<std::string, std::string>> rows_of(const std::string& name, const known_extension& k,
+                                                         const context& c) {
+  const policy::security_level level = c.policy.settings.level;
   std::vector<std::pair<std::string, std::string>> approved, denied, pending;
   policy::capability_set covered, lost_approved, lost_denied;
-  if (k.recorded && k.installed) {
+  if (k.recorded && k.installed &&
+      !policy::entry_applies_to(*k.recorded, name, k.installed->folder, c.policy.where.dhara_home)) {
+    lost_approved = lost_denied = policy::capability_set::all();
+  } else if (k.recorded && k.installed) {
     const policy::manifest& m = k.installed->manifest;
     const policy::capability_scope scope = policy::scope_of(m);
     const policy::effective_permissions eff = policy::effective_for(*k.recorded, m.version, level, &scope);
@@ -102,7 +108,7 @@ std::vector<std::pair<std::string, std::string>> rows_of(const known_extension& 
   }
   if (k.installed)
     k.installed->manifest.capabilities.minus(covered).for_each(
-        [&](policy::capability c) { pending.push_back({"pending", std::string(policy::to_string(c))}); });
+        [&](policy::capability x) { pending.push_back({"pending", std::string(policy::to_string(x))}); });
   auto by_catalog = [](const auto& a, const auto& b) {
     return std::pair(catalog_rank(a.second), a.second) < std::pair(catalog_rank(b.second), b.second);
   };
@@ -125,7 +131,7 @@ int permissions_list(const global_options&, bool as_json) {
   json out = json::array();
   for (const auto& [name, k] : c->known) {
     int approved = 0, denied = 0, pending = 0;
-    for (const auto& row : rows_of(k, c->policy.settings.level)) {
+    for (const auto& row : rows_of(name, k, *c)) {
       if (row.first == "approved") ++approved;
       else if (row.first == "denied") ++denied;
       else ++pending;
@@ -151,7 +157,7 @@ int permissions_show(const global_options&, const std::string& name, bool as_jso
   if (!c) return rc;
   const known_extension* k = find(*c, name, rc);
   if (!k) return rc;
-  auto rows = rows_of(*k, c->policy.settings.level);
+  auto rows = rows_of(name, *k, *c);
   if (as_json) {
     json caps = json::object();
     for (const auto& [state, cap] : rows) caps[cap] = state;

@@ -100,6 +100,11 @@ def test_names_from_a_hand_edited_file_cannot_drive_the_terminal():
         assert code == 0 and "\x1b" not in out and "\x07" not in out and "\r" not in out, (args, out, err)
     code, out, _ = h.run("show", "shell-tools")
     assert "Extension: shell-tools v2.0.0?[2J?fake\n" in out and "  [denied]   process:?]0;title?x\n" in out, repr(out)
+    # ...nor through the closest name an unknown one is told (ESC c resets a terminal).
+    perms["shell-tool\x1bc"] = perms.pop("\x1b[31mred")
+    json.dump(perms, open(os.path.join(h.dh, "permissions.json"), "w"))
+    code, _, err = h.run("show", "shell-tool_c")  # one edit from the planted name
+    assert code == 2 and "did you mean" in err and "\x1b" not in err, repr(err)
     h.close()
 
 

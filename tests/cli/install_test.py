@@ -575,6 +575,11 @@ def test_approvals_for_another_folder_are_not_inherited():
     code, out, err = h.dhara("extensions", "install", web_tools(h))
     assert code == 0 and "inherits nothing" in err, err
     assert "pending:  network:fetch, network:dns" in out, out
+    # `show` and `list` say what a session holds: nothing of that entry (they said approved).
+    code, out, err = h.dhara("config", "permissions", "show", "web-tools")
+    assert code == 0 and "[approved]" not in out and "[pending]  network:fetch" in out, (out, err)
+    code, out, err = h.dhara("config", "permissions", "list")
+    assert code == 0 and "0 approved, 0 denied, 2 pending" in out, (out, err)
     h.close()
 
 
