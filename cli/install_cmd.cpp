@@ -538,6 +538,7 @@ int install_extension(const global_options& g, const install_options& o) {
   // Already installed?
   bool replacing = false;
   std::string old_version;
+  std::optional<policy::capability_scope> old_scope;  // what the replaced manifest reached
   struct stat dst_st {};
   if (::lstat(dest.c_str(), &dst_st) == 0) {
     // Installed as a link (to a development copy, say): neither the link nor what it points
@@ -563,7 +564,10 @@ int install_extension(const global_options& g, const install_options& o) {
     }
     fs::path dest_real = fs::canonical(dest, ec);
     auto old = broker::load_manifest(dest);
-    if (old) old_version = old->version;
+    if (old) {
+      old_version = old->version;
+      old_scope = policy::scope_of(*old);
+    }
     if (!ec && dest_real == *source) {
       std::printf("%s v%s is already installed in %s (that is the folder given); nothing to do\n", name.c_str(),
                   m.version.c_str(), dest.c_str());
@@ -593,6 +597,9 @@ int install_extension(const global_options& g, const install_options& o) {
   if (auto it = loaded->permissions.entries.find(name); it != loaded->permissions.entries.end()) {
     if (policy::entry_applies_to(it->second, name, dest, dhara_home)) {
       recorded = it->second;
+      // An entry recorded before dhara kept scopes is compared with the manifest it replaces,
+      // which its approvals were given for (set_baseline below writes that into the file).
+      if (!recorded->scope && old_scope) recorded->scope = old_scope;
       policy::rebind_version(*recorded, m.version, settings.level);
       policy::rebind_scope(*recorded, policy::scope_of(m));  // a wider reach asks again
     } else {
@@ -770,6 +777,25 @@ int install_extension(const global_options& g, const install_options& o) {
   fsync_dir(parent);
   fsync_dir(ext_root);
 
+  // An entry without a scope (recorded before dhara kept them) gets the replaced manifest's,
+  // answers or not: sessions then hold pending what this version widens, as the install's
+  // review did, instead of comparing nothing (a review).
+  auto set_baseline = [&](policy::permissions& p) {
+    auto it = p.entries.find(name);
+    if (old_scope && it != p.entries.end() && !it->second.scope &&
+        policy::entry_applies_to(it->second, name, dest, dhara_home))
+      it->second.scope = *old_scope;
+  };
+  if (answers.empty() && recorded && old_scope && !loaded->permissions.entries.at(name).scope) {
+    auto written = io::update_permissions(io::permissions_path(dhara_home), [&](policy::permissions& p) -> policy::result<bool> {
+      set_baseline(p);
+      return true;
+    });
+    if (!written)
+      std::fprintf(stderr, "dhara: warning: cannot note in permissions.json what %s v%s's approvals were given for (%s); "
+                           "review them with 'dhara config permissions show %s'\n",
+                   name.c_str(), old_version.c_str(), written.err().message.c_str(), name.c_str());
+  }
   // Audit the answers as the user's, then record them, bound to the installed folder: an
   // approval the trail cannot hold is not made (recorded first, it was in force with no line
   // saying so).
@@ -788,6 +814,7 @@ int install_extension(const global_options& g, const install_options& o) {
     auto stamp = policy::format_timestamp(io::wall_clock_ms());
     const policy::capability_scope scope = policy::scope_of(m);
     auto written = io::update_permissions(io::permissions_path(dhara_home), [&](policy::permissions& p) -> policy::result<bool> {
+      set_baseline(p);
       for (const auto& [cap, ok] : answers) {
         auto r = policy::record(p, name, cap, ok ? policy::permission_state::approved : policy::permission_state::denied,
                                 m.version, dest, stamp, settings.level, &scope);

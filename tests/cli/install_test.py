@@ -487,6 +487,32 @@ def test_an_upgrade_that_reaches_further_asks_again_for_what_it_widens():
     h.close()
 
 
+def test_an_entry_recorded_before_scopes_is_compared_with_the_manifest_it_replaces():
+    # Entries written before dhara kept scopes have none: an upgrade adding `bash` kept
+    # process:spawn approved, and the next decision recorded the wider lists (a review).
+    h = Home()
+    caps = ["network:fetch", "process:spawn", "filesystem:read"]
+    v1 = h.ext(version="1.0.0", caps=caps, process={"commands": ["git"]})
+    assert h.dhara("extensions", "install", v1)[0] == 0
+    assert h.dhara("config", "permissions", "approve", "web-tools", "--all")[0] == 0
+    perms = h.perms()
+    del perms["web-tools"]["scope"]  # as an older dhara wrote it
+    with open(os.path.join(h.dh, "permissions.json"), "w") as f:
+        json.dump(perms, f)
+    v2 = h.ext(version="2.0.0", caps=caps, process={"commands": ["git", "bash"]})
+    code, out, err = h.dhara("extensions", "install", v2, "--upgrade")
+    assert code == 0 and "pending:  process:spawn" in out, (code, out, err)
+    entry = h.perms()["web-tools"]
+    assert entry["scope"] == {"network.outbound": None, "process.commands": ["git"]}, entry
+    code, out, err = h.dhara("config", "permissions", "show", "web-tools")
+    assert "[pending]  process:spawn" in out and "[approved] network:fetch" in out, out
+    # The next decision does not take the wider list as seen: process:spawn stays unapproved.
+    assert h.dhara("config", "permissions", "revoke", "web-tools", "filesystem:read")[0] == 0
+    entry = h.perms()["web-tools"]
+    assert "process:spawn" not in entry["capabilities"] and entry["scope"]["process.commands"] == ["git", "bash"], entry
+    h.close()
+
+
 def test_upgrade_at_paranoid_asks_again_for_everything():
     h = Home({"security": {"level": "paranoid"}})
     assert h.on_terminal("extensions", "install", web_tools(h), keys=["y", "y"])[0] == 0

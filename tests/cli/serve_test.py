@@ -386,6 +386,12 @@ def test_no_prompt_denies_pending_capabilities_without_asking():
         s.close()
 
 
+def sanitized(pid):
+    """Whether the dhara process runs under a sanitizer (its runtime library is mapped)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return any(lib in line for line in f for lib in ("libasan", "libtsan", "libubsan"))
+
+
 def vm_hwm_kib(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -429,7 +435,10 @@ def test_a_client_that_stops_reading_holds_dhara_to_bounded_memory_and_loses_not
         hwm = vm_hwm_kib(s.proc.pid)
         print(f"     {calls} calls of 1 MiB, none read while sent: {len(results)} answered, {len(busy)} busy; "
               f"VmHWM {hwm_unread // 1024} MiB, at the end {hwm // 1024} MiB")
-        assert hwm < 512 * 1024, f"dhara's peak RSS {hwm // 1024} MiB for {calls} calls of 1 MiB"
+        # Under AddressSanitizer every allocation costs shadow memory and freed ones wait in a
+        # 256 MiB quarantine: its RSS is about three times a release build's (593 MiB there).
+        cap = 1536 if sanitized(s.proc.pid) else 512
+        assert hwm < cap * 1024, f"dhara's peak RSS {hwm // 1024} MiB for {calls} calls of 1 MiB (cap {cap} MiB)"
     finally:
         s.close()
 
