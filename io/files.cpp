@@ -91,7 +91,7 @@ policy::result<locations> discover_locations(std::string_view home, std::string_
   // is no project's. Taken as a project, either made the whole home the project's allowed
   // folder. Another user's `.dhara` (in /tmp, or a shared folder) is no marker of this user's
   // project either: it moved the root, and with it the allowed folder, up to where that user
-  // chose. The user's own and root's are markers.
+  // chose.
   struct stat dh_st, home_st;
   const bool dh_known = ::stat(loc.dhara_home.c_str(), &dh_st) == 0;
   const bool home_known = ::stat((loc.home + "/.dhara").c_str(), &home_st) == 0;

@@ -49,7 +49,8 @@ struct permission_entry {
   std::optional<std::string> folder;  ///< the extension folder the approval was given for
   /// What the manifest reached when a decision was last recorded ("scope" in the file): an
   /// approval holds only as far as that. nullopt in an entry written by hand (the seed's
-  /// shape), which is compared with nothing.
+  /// shape) or by a dhara before scopes, which is compared with nothing (`extensions install
+  /// --upgrade` first gives it the scope of the manifest it replaces).
   std::optional<capability_scope> scope;
   nlohmann::json extra = nlohmann::json::object();  ///< unknown fields, kept on write
 };
