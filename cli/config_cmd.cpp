@@ -181,34 +181,25 @@ std::optional<io::locations> locate(int& rc) {
   return std::move(*where);
 }
 
-// The file `--project` (or not) names, or exit 2 when the folder is DHARA_HOME itself (a
-// session there reads no project file, so writing one would change nothing).
+// The file `--project` (or not) names, or exit 2 when the project has no file of its own: the
+// folder is DHARA_HOME itself (a session there reads no project file, so writing one would
+// change nothing), or the root's `.dhara` is dhara's own folder or not the user's.
 std::optional<std::string> target_file(const io::locations& where, bool project, int& rc) {
   if (!project) return io::global_settings_path(where.dhara_home);
-  if (where.project_root == where.dhara_home) {
-    std::fprintf(stderr,
-                 "dhara: the current folder is DHARA_HOME (%s), which is not a project; run this in a project "
-                 "folder, or drop --project to change the global file\n",
-                 where.dhara_home.c_str());
-    rc = 2;
-    return std::nullopt;
-  }
-  if (where.project_dhara_is_state) {
-    // A repository's `.dhara` linking to ~/.dhara made `--project` edit the global file.
-    std::fprintf(stderr,
-                 "dhara: %s/.dhara is dhara's own folder (%s, or a link to it), not a project's; a project file there "
-                 "would be the global one. Remove that link and run 'mkdir .dhara' for a project folder, or drop "
-                 "--project to change the global file\n",
-                 where.project_root == "/" ? "" : where.project_root.c_str(), where.dhara_home.c_str());
-    rc = 2;
-    return std::nullopt;
-  }
-  if (where.project_dhara_foreign) {
-    std::fprintf(stderr,
-                 "dhara: %s/.dhara is not a folder of yours (another user's, or a link one made), so it is no "
-                 "project's; move it away and run 'mkdir .dhara' for a project folder, or drop --project to change "
-                 "the global file\n",
-                 where.project_root == "/" ? "" : where.project_root.c_str());
+  const std::string dhara_dir = (where.project_root == "/" ? std::string() : where.project_root) + "/.dhara";
+  std::string why;
+  if (where.project_root == where.dhara_home)
+    why = "the current folder is DHARA_HOME (" + where.dhara_home + "), which is not a project; run this in a project "
+          "folder, or drop --project to change the global file";
+  else if (where.project_dhara_is_state)  // a repository's `.dhara` linking to ~/.dhara edited the global file
+    why = dhara_dir + " is dhara's own folder (" + where.dhara_home + ", or a link to it), not a project's; a project "
+          "file there would be the global one. Remove that link and run 'mkdir .dhara' for a project folder, or drop "
+          "--project to change the global file";
+  else if (where.project_dhara_foreign)
+    why = dhara_dir + " is not a folder of yours (another user's, or a link one made), so it is no project's; move it "
+          "away and run 'mkdir .dhara' for a project folder, or drop --project to change the global file";
+  if (!why.empty()) {
+    std::fprintf(stderr, "dhara: %s\n", why.c_str());
     rc = 2;
     return std::nullopt;
   }
