@@ -176,9 +176,6 @@ void quit(server_ptr self) {
   self->state.end(130);
 }
 
-// A toolCallId the client may give: a non-empty string.
-bool is_call_id(const json& v) { return v.is_string() && !v.get_ref<const std::string&>().empty(); }
-
 void start_call(server_ptr self, const json& rpc_id, const json& params) {
   auto& st = self->state;
   if (!params.is_object() || !params.contains("tool") || !params["tool"].is_string() ||
@@ -414,6 +411,8 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
 }
 
 }  // namespace
+
+bool is_call_id(const json& v) { return v.is_string() && !v.get_ref<const std::string&>().empty(); }
 
 json initialize_result() {
   return {{"protocolVersion", "0.1.0"}, {"serverInfo", {{"name", "dhara"}, {"version", "0.1.0"}}}};

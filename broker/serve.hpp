@@ -39,6 +39,9 @@ struct serve_config {
   std::shared_ptr<serve_load> load;  ///< kept up to date when given
 };
 
+/// A toolCallId the client may give: a non-empty string (tools/call, tools/cancel).
+bool is_call_id(const nlohmann::json& v);
+
 /// The protocol version and server info `initialize` answers with.
 nlohmann::json initialize_result();
 

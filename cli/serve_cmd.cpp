@@ -111,8 +111,7 @@ std::string call_id_of(const io::rpc_request& req) {
 // server answers its own (which the cancel then goes on to).
 void cancel_parked(io::line_output& out, server_session& open, const json& params) {
   const bool names_one = params.is_object() && params.contains("toolCallId");
-  if (names_one && !(params["toolCallId"].is_string() && !params["toolCallId"].get_ref<const std::string&>().empty()))
-    return;  // cancels nothing (the server answers the bad params)
+  if (names_one && !broker::is_call_id(params["toolCallId"])) return;  // cancels nothing (the server answers the bad params)
   const std::string only = names_one ? params["toolCallId"].get<std::string>() : std::string();
   for (auto it = open.parked.begin(); it != open.parked.end();) {
     auto* req = std::get_if<io::rpc_request>(&it->msg);
