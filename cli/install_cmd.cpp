@@ -40,6 +40,7 @@
 #include "io/terminal.hpp"
 #include "policy/capability.hpp"
 #include "policy/level.hpp"
+#include "policy/net_rules.hpp"
 #include "policy/path_rules.hpp"
 #include "policy/permissions.hpp"
 #include "policy/text.hpp"
@@ -656,7 +657,9 @@ int install_extension(const global_options& g, const install_options& o) {
       line("  Network:");
       for (const std::string& d : *m.network_domains) {
         std::string purpose = purpose_of(m, d);
-        line("    " + printable(d) + (purpose.empty() ? "" : " — " + printable(purpose)));
+        std::string note = policy::listed_host_note(d);  // what `2130706433` reaches
+        line("    " + printable(d) + (note.empty() ? "" : " (" + note + ")") +
+             (purpose.empty() ? "" : " — " + printable(purpose)));
       }
     }
   } else if (networked) {

@@ -257,6 +257,19 @@ domain_rules compile_domain_rules(const std::optional<std::vector<std::string>>&
   return rules;
 }
 
+std::string listed_host_note(std::string_view entry) {
+  const std::optional<ip_address> ip = parse_ip_literal(entry);
+  if (!ip) {
+    std::string name = lower(entry);
+    if (name.ends_with('.')) name.pop_back();
+    return is_local_name(name) ? "a name of this machine or the local network, not of a public host" : std::string();
+  }
+  const std::string shown = ip->to_string();
+  const bool refused = is_refused_address(*ip);
+  if (!refused && (shown == entry || "[" + shown + "]" == entry)) return {};
+  return "the address " + shown + (refused ? ", a loopback, private or link-local address" : "");
+}
+
 decision vet_host_name(std::string_view host, std::span<const ip_address> addresses, std::string_view failure) {
   if (addresses.empty())
     return deny("the host '" + std::string(host) + "' could not be resolved (" +

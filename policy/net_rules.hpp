@@ -48,6 +48,13 @@ std::optional<ip_address> parse_ip_literal(std::string_view host);
 /// and IPv6 forms that embed such an IPv4 address (mapped, compatible, NAT64).
 bool is_refused_address(const ip_address& ip);
 
+/// What a person approving a manifest's network.outbound entry should know that the entry
+/// does not say: for an IP literal written in another spelling, or one refused unless listed
+/// (loopback, private, link-local), "the address 127.0.0.1, a loopback, private or link-local
+/// address" ("2130706433" and "0x7f.1" reach 127.0.0.1); empty for a host name and for a
+/// public address written as it is shown.
+std::string listed_host_note(std::string_view entry);
+
 /// Compiled domain rules from a manifest's or approval's domain list.
 struct domain_rules {
   bool listed = false;                 ///< a list was given (an empty list allows none)

@@ -86,7 +86,9 @@ const std::vector<std::string>& sandbox_etc_files() {
   static const std::vector<std::string> files = {
       "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd",      "/etc/group",
       "/etc/hosts",       "/etc/host.conf",  "/etc/resolv.conf",  "/etc/nsswitch.conf", "/etc/gai.conf",
-      "/etc/localtime",   "/etc/ssl",        "/etc/ca-certificates", "/etc/mime.types"};
+      "/etc/localtime",   "/etc/ssl/certs",  "/etc/ssl/openssl.cnf", "/etc/ca-certificates", "/etc/mime.types"};
+  // Of /etc/ssl only the certificates and openssl.cnf: /etc/ssl/private holds the host's TLS
+  // keys, readable by root (dhara in a container) and the group ssl-cert (a review).
   return files;
 }
 

@@ -320,6 +320,24 @@ def test_files_without_filesystem_capabilities():
         h.close()
 
 
+def test_the_hosts_tls_keys_are_out_of_reach_and_its_certificates_are_not():
+    # /etc/ssl was granted whole: as root (dhara in a container, CI) or in the group ssl-cert,
+    # an extension with no capability listed and read /etc/ssl/private (a review).
+    if not need("Landlock", ABI >= 1):
+        return
+    if not os.path.isdir("/etc/ssl/private") or not os.path.isdir("/etc/ssl/certs"):
+        print("SKIP: this machine has no /etc/ssl/private and /etc/ssl/certs")
+        return
+    h = Home(approved=())
+    try:
+        r = h.probe("list:/etc/ssl/private", "list:/etc/ssl", "list:/etc/ssl/certs")
+        expect(r, {"list:/etc/ssl/private": "EACCES", "list:/etc/ssl": "EACCES", "list:/etc/ssl/certs": "OK"})
+        if os.geteuid() != 0:
+            print("note: not root, so the old grant would have been refused /etc/ssl/private by its mode too")
+    finally:
+        h.close()
+
+
 def test_filesystem_read_grants_the_project_only():
     if not need("Landlock", ABI >= 1):
         return

@@ -90,6 +90,24 @@ TEST_CASE("IP literals are recognised in every spelling", "[policy][net]") {
   CHECK_FALSE(parse_ip_literal("1.2.3.4.5"));
 }
 
+TEST_CASE("a listed host the install review explains: another spelling or a refused address", "[policy][net]") {
+  const std::string refused = ", a loopback, private or link-local address";
+  CHECK(listed_host_note("2130706433") == "the address 127.0.0.1" + refused);
+  CHECK(listed_host_note("0x7f.1") == "the address 127.0.0.1" + refused);
+  CHECK(listed_host_note("127.0.0.1") == "the address 127.0.0.1" + refused);
+  CHECK(listed_host_note("[::1]") == "the address ::1" + refused);
+  CHECK(listed_host_note("10.0.0.5") == "the address 10.0.0.5" + refused);
+  CHECK(listed_host_note("134744072") == "the address 8.8.8.8");  // public, spelled otherwise
+  CHECK(listed_host_note("8.8.8.8").empty());
+  CHECK(listed_host_note("[2001:4860:4860::8888]").empty());
+  CHECK(listed_host_note("api.example.com").empty());
+  CHECK(listed_host_note("*.example.com").empty());
+  const std::string local = "a name of this machine or the local network, not of a public host";
+  CHECK(listed_host_note("LocalHost.") == local);
+  CHECK(listed_host_note("printer.local") == local);
+  CHECK(listed_host_note("localhost.example.com").empty());
+}
+
 TEST_CASE("domain lists: exact, *.suffix, empty allows none, absent allows public", "[policy][net]") {
   auto listed = compile_domain_rules(std::vector<std::string>{"api.example.com", "*.cdn.example.org", "10.0.0.5"});
   CHECK(check_url(listed, "https://api.example.com/data").allowed());

@@ -176,7 +176,7 @@ TEST_CASE("an extension's own program brings its folder, not the folder of every
                                              "/etc/gai.conf", "/etc/group", "/etc/host.conf", "/etc/hosts",
                                              "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
                                              "/etc/localtime", "/etc/mime.types", "/etc/nsswitch.conf",
-                                             "/etc/passwd", "/etc/resolv.conf", "/etc/ssl",
+                                             "/etc/passwd", "/etc/resolv.conf", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
                                              "/home/u/.dhara/extensions/probe", "/lib", "/lib32", "/lib64",
                                              "/sbin", "/usr"});
     CHECK(has(p.execute, exe));
