@@ -249,7 +249,8 @@ void add_audit_line(policy::audit_lines& out, const check_batch& batch, const po
   e.tool = batch.tool;
   e.tool_call_id = batch.tool_call_id;
   e.session = batch.session;
-  if (!policy::is_ignored(e, ignore_patterns)) out.add(e);
+  if (!policy::is_ignored(e, ignore_patterns, check.kind == policy::subject_kind::path ? std::string_view(d.resolved) : std::string_view()))
+    out.add(e);
 }
 
 using checker_ptr = checker_actor::stateful_pointer<checker_state>;

@@ -449,35 +449,60 @@ void append_audit_suffix(std::string& out, std::string_view hash_hex) {
 
 namespace {
 
-template <class Entry>
-bool ignored(const Entry& entry, const std::vector<std::string>& patterns) {
-  if (entry.action != audit_action::allowed || patterns.empty()) return false;
+// A subject matches an ignore pattern only in the form a reader of the trail would take it
+// for: an agent or an extension chooses what it writes, so nothing it could add (a `..`, a
+// link, a query) may carry an allowed check out of the trail (two reviews, 2026-12-07).
+bool path_ignored(std::string_view value, std::string_view resolved, const std::vector<std::string>& patterns) {
+  auto matches = [&](std::string_view subject) {
+    for (const std::string& pattern : patterns)
+      if (!pattern.empty() && glob_match_at_or_under(pattern, subject)) return true;
+    return false;
+  };
+  // The path the check resolved (links followed, `..` taken) must match: a link under
+  // node_modules that leads to `.env`, or `node_modules/../.env`, is audited as `.env`.
+  if (!resolved.empty() && !matches(resolved)) return false;
+  // As written, normalized: an absolute path must match too; a relative one without a
+  // resolution is kept (what it names depends on a folder this entry does not say).
   std::string normalized;
+  if (!value.empty() && value.front() == '/') return normalize_path_into(value, "/", normalized) && matches(normalized);
+  return !resolved.empty();
+}
+
+bool url_ignored(std::string_view value, const std::vector<std::string>& patterns) {
+  // Matched without its query and fragment, and never with a '%' or a dot segment in its path,
+  // which the server may read as another path than the one matched.
+  const std::size_t cut = value.find_first_of("?#");
+  const std::string_view url = value.substr(0, cut);
+  const std::string_view path = url_path(url);
+  if (url.find('%') != std::string_view::npos) return false;
+  std::string normalized;
+  if (!path.empty() && (!normalize_path_into(path, "/", normalized) ||
+                        (normalized != path && normalized + "/" != path)))
+    return false;
+  for (const std::string& pattern : patterns) {
+    if (pattern.empty()) continue;
+    if (glob_match(pattern, url) || (!path.empty() && glob_match(pattern, path))) return true;
+  }
+  return false;
+}
+
+template <class Entry>
+bool ignored(const Entry& entry, const std::vector<std::string>& patterns, std::string_view resolved) {
+  if (entry.action != audit_action::allowed || patterns.empty()) return false;
   for (const auto& [key, value] : entry.details) {
-    if (key == "path") {
-      std::string_view subject = value;
-      if (!value.empty() && value.front() == '/' && normalize_path_into(value, "/", normalized)) {
-        subject = normalized;
-      }
-      for (const std::string& pattern : patterns) {
-        if (!pattern.empty() && glob_match_at_or_under(pattern, subject)) return true;
-      }
-    } else if (key == "url") {
-      const std::string_view path = url_path(value);
-      for (const std::string& pattern : patterns) {
-        if (pattern.empty()) continue;
-        if (glob_match(pattern, value) || (!path.empty() && glob_match(pattern, path))) return true;
-      }
-    }
+    if (key == "path" ? path_ignored(value, resolved, patterns) : key == "url" && url_ignored(value, patterns))
+      return true;
   }
   return false;
 }
 
 }  // namespace
 
-bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns) { return ignored(entry, patterns); }
-bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns) {
-  return ignored(entry, patterns);
+bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns, std::string_view resolved) {
+  return ignored(entry, patterns, resolved);
+}
+bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns, std::string_view resolved) {
+  return ignored(entry, patterns, resolved);
 }
 
 audit_entry user_decision_entry(std::int64_t timestamp_ms, std::string extension, std::string capability,

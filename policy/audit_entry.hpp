@@ -126,9 +126,11 @@ std::string format_timestamp(std::int64_t unix_ms);
 
 /// True when an *allowed* entry is to be dropped because a `path` or `url` detail matches
 /// one of the `auditIgnorePatterns` globs (`**` spans segments). Denials are never dropped.
-/// A `path` matches with glob_match_at_or_under (absolute paths are lexically normalized
-/// first); a `url` matches when glob_match accepts the whole URL or its path part.
-bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns);
-bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns);
+/// A `path` matches with glob_match_at_or_under: `resolved`, the path the check resolved
+/// (when there is one), and the path as written when absolute, lexically normalized; a
+/// relative path without a resolution never matches. A `url` matches when glob_match accepts it without its query and fragment, or its
+/// path part; one with a '%' or a dot segment in it never does.
+bool is_ignored(const audit_entry& entry, const std::vector<std::string>& patterns, std::string_view resolved = {});
+bool is_ignored(const audit_entry_view& entry, const std::vector<std::string>& patterns, std::string_view resolved = {});
 
 }  // namespace dhara::policy

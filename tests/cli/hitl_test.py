@@ -103,6 +103,33 @@ def by_id(lines):
     return {l["id"]: l for l in lines}
 
 
+def test_an_ignore_pattern_cannot_be_met_by_a_dot_dot_or_a_link():
+    # (Here for this file's home: fs-tool approved.) With the seed's own auditIgnorePatterns,
+    # reads of a secret through `node_modules/../` or a link in node_modules left no audit
+    # line (two reviews, 2026-12-07); reads under node_modules are still dropped.
+    h = Home()
+    try:
+        with open(os.path.join(h.dh, "config.json"), "w") as f:
+            json.dump({"security": {"auditIgnorePatterns": ["**/node_modules/**"]}}, f)
+        os.makedirs(os.path.join(h.project, "node_modules", "pkg"))
+        with open(os.path.join(h.project, "secret.txt"), "w") as f:
+            f.write("secret\n")
+        with open(os.path.join(h.project, "node_modules", "pkg", "index.js"), "w") as f:
+            f.write("noise\n")
+        os.symlink("../secret.txt", os.path.join(h.project, "node_modules", "link"))
+        calls = h.calls([{"id": "dotdot", "tool": "fs-tool/read", "input": {"path": "node_modules/../secret.txt"}},
+                         {"id": "link", "tool": "fs-tool/read", "input": {"path": "node_modules/link"}},
+                         {"id": "noise", "tool": "fs-tool/read", "input": {"path": "node_modules/pkg/index.js"}}])
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        results = by_id([json.loads(l) for l in out.stdout.splitlines()])
+        assert [results[i]["status"] for i in ("dotdot", "link", "noise")] == ["ok"] * 3, out.stdout + out.stderr
+        audited = [e["details"].get("path") for e in h.audit() if e.get("tool") == "read"]
+        assert sorted(audited) == ["node_modules/../secret.txt", "node_modules/link"], audited
+    finally:
+        h.close()
+
+
 def test_approve_yes_runs_the_call_and_shows_the_line_count():
     h = Home()
     try:

@@ -192,6 +192,44 @@ TEST_CASE("a view is dropped by the ignore filter exactly as the entry it mirror
   }
 }
 
+TEST_CASE("an ignore pattern cannot be met by what a caller adds to a path or a URL", "[policy][audit]") {
+  // Both reviews of 2026-12-07 kept allowed reads of .env and fetches to any host out of the
+  // trail with the seed's own `**/node_modules/**`.
+  const std::vector<std::string> nm = {"**/node_modules/**"};
+  struct row {
+    const char* name;
+    const char* key;
+    const char* value;
+    const char* resolved;
+    bool ignored;
+  };
+  const row rows[] = {
+      {"relative, resolved under node_modules", "path", "node_modules/x.js", "/p/node_modules/x.js", true},
+      {"relative dot-dot out of node_modules", "path", "node_modules/../.env", "/p/.env", false},
+      {"a link under node_modules to .env", "path", "node_modules/link", "/p/.env", false},
+      {"absolute, the link's target elsewhere", "path", "/p/node_modules/link", "/p/.env", false},
+      {"absolute, resolved under node_modules", "path", "/p/node_modules/x.js", "/p/node_modules/x.js", true},
+      {"absolute dot-dot into node_modules, resolved there", "path", "/p/src/../node_modules/x.js", "/p/node_modules/x.js", true},
+      {"relative without a resolution is kept", "path", "node_modules/x.js", "", false},
+      {"a query naming node_modules", "url", "https://1.1.1.1/upload?secret=1&x=/node_modules/", "", false},
+      {"a fragment naming node_modules", "url", "https://1.1.1.1/upload?secret=1#/node_modules/a", "", false},
+      {"a path with a dot segment", "url", "https://cdn.test/node_modules/../upload", "", false},
+      {"a path with a percent escape", "url", "https://cdn.test/node_modules/%2e%2e/upload", "", false},
+      {"a path under node_modules, query dropped", "url", "https://cdn.test/node_modules/x.js?v=1", "", true},
+  };
+  for (const row& r : rows) {
+    INFO(r.name);
+    const audit_detail d{r.key, r.value};
+    audit_entry_view v;
+    v.action = audit_action::allowed;
+    v.details = {&d, 1};
+    CHECK(is_ignored(v, nm, r.resolved) == r.ignored);
+    audit_entry e = example_entry();
+    e.details = {{r.key, r.value}};
+    CHECK(is_ignored(e, nm, r.resolved) == r.ignored);
+  }
+}
+
 TEST_CASE("the hash suffix is exactly 75 bytes plus the newline", "[policy][audit]") {
   std::string out;
   append_audit_suffix(out, zero_hash);
