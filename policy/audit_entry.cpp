@@ -271,7 +271,17 @@ struct room_sink {
 struct string_sink {
   std::string& out;
   void literal(std::string_view s) { append_literal(out, s); }
-  void text(std::string_view s) { append_json_string(out, s); }
+  void text(std::string_view s) {
+    if (s.size() <= audit_string_bytes_max) return append_json_string(out, s);
+    // Cut at a character's first byte, and said so: a call's input of megabytes (a path, a
+    // URL of U+2028, each escaped to 6 bytes) made a line longer than dhara's own readers
+    // take, and every later session refused the trail (a review).
+    std::size_t keep = audit_string_bytes_max;
+    while (keep > 0 && (static_cast<unsigned char>(s[keep]) & 0xC0) == 0x80) --keep;
+    std::string cut(s.substr(0, keep));
+    cut += "… (cut by dhara: " + std::to_string(s.size()) + " bytes in all)";
+    append_json_string(out, cut);
+  }
   void byte(char c) { out.push_back(c); }
   void timestamp(std::int64_t ms) {
     char t[audit_timestamp_bytes];

@@ -102,6 +102,10 @@ inline constexpr std::string_view audit_missing_reason = "denied (no reason reco
 
 /// Length of a formatted timestamp, "YYYY-MM-DDTHH:MM:SS.mmmZ".
 inline constexpr std::size_t audit_timestamp_bytes = 24;
+/// The most bytes of one string (a path, a URL, a reason) an audit line holds; a longer one
+/// is cut at a character boundary and ends "… (cut by dhara: N bytes in all)", so that no
+/// line passes what dhara's readers take (16 MiB) whatever a caller sends.
+inline constexpr std::size_t audit_string_bytes_max = 64 * 1024;
 
 /// Appends the line's bytes B — everything before the hash suffix — to `out`:
 /// {"timestamp":"2026-05-14T10:00:00.123Z","extension":…,"capability":…,"action":…,

@@ -130,6 +130,31 @@ def test_an_ignore_pattern_cannot_be_met_by_a_dot_dot_or_a_link():
         h.close()
 
 
+def test_a_call_input_of_megabytes_leaves_a_trail_the_next_session_continues():
+    # (Here for this file's home.) A 9 MB path of U+2028 (18 MB escaped) made an audit line
+    # longer than dhara's readers take: verify called the trail broken and every later
+    # session denied every check (a review). Its strings are cut now, and said so.
+    h = Home()
+    try:
+        huge = "/x/" + "\u2028" * 3_000_000
+        calls = h.calls([{"id": "huge", "tool": "fs-tool/read", "input": {"path": huge}}])
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert by_id([json.loads(l) for l in out.stdout.splitlines()])["huge"]["status"] == "denied", out.stdout[:300]
+        assert os.path.getsize(os.path.join(h.dh, "audit.jsonl")) < 1 << 20
+        [entry] = [e for e in h.audit() if e.get("tool") == "read"]
+        assert entry["details"]["path"].endswith(f" (cut by dhara: {len(huge.encode())} bytes in all)"), entry
+        calls = h.calls([{"id": "next", "tool": "fs-tool/read", "input": {"path": "src/auth.ts"}}])
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert json.loads(out.stdout)["status"] == "ok", out.stdout + out.stderr
+        v = subprocess.run([DHARA, "doctor", "--audit-log", "--verify"], env=h.env, cwd=h.project,
+                           capture_output=True, text=True, timeout=60)
+        assert v.returncode == 0 and "audit trail OK" in v.stdout, v.stdout + v.stderr
+    finally:
+        h.close()
+
+
 def test_approve_yes_runs_the_call_and_shows_the_line_count():
     h = Home()
     try:

@@ -521,6 +521,31 @@ TEST_CASE("lines whose every byte takes six to escape are exact below, at and pa
   }
 }
 
+TEST_CASE("a string past the most a line holds is cut at a character and says so", "[policy][audit]") {
+  // A call's input of megabytes made a line longer than dhara's own readers take, and every
+  // later session refused the trail (a review). 3 MiB of U+2028, each escaped to 6 bytes.
+  std::string huge;
+  for (int i = 0; i < 1 << 20; ++i) huge += "\xe2\x80\xa8";
+  audit_entry e = example_entry();
+  e.details = {{"path", "/x/" + huge}};
+  e.reason = huge;
+  const std::string line = line_of(e);
+  CHECK(line.size() < 2 * 6 * audit_string_bytes_max + 1024);
+  const auto j = ordered_json::parse(line);
+  const std::string marker = "… (cut by dhara: " + std::to_string(huge.size()) + " bytes in all)";
+  const std::string path = j["details"]["path"].get<std::string>();
+  REQUIRE(path.ends_with(" (cut by dhara: " + std::to_string(huge.size() + 3) + " bytes in all)"));
+  CHECK(path.starts_with("/x/\xe2\x80\xa8"));
+  const std::string kept = path.substr(0, path.rfind("… (cut"));
+  CHECK(kept.size() <= audit_string_bytes_max);
+  CHECK((kept.size() - 3) % 3 == 0);  // whole characters only
+  CHECK(j["reason"].get<std::string>().ends_with(marker));
+  // A string of exactly the most is written whole.
+  e.details = {{"path", std::string(audit_string_bytes_max, 'a')}};
+  e.reason = "r";
+  CHECK(ordered_json::parse(line_of(e))["details"]["path"].get<std::string>() == std::string(audit_string_bytes_max, 'a'));
+}
+
 TEST_CASE("a line of many empty details is exact", "[policy][audit]") {
   // Nothing but separators and quotes: the room a detail takes beyond its strings' bytes.
   audit_entry e = example_entry();
