@@ -335,11 +335,12 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   std::string tmp = dir->path() + "/tmp";
   private_dirs_.push_back(std::move(*dir));
   if (::mkdir(tmp.c_str(), 0700) != 0) return "cannot start: cannot create its private temp dir " + tmp;
+  // The kernel allows what is approved, nothing pending. (`dhara serve`, which asks its client
+  // at call time, gave the kernel every declared capability not denied, so that a call the
+  // client allowed could use it: an extension then used them without any call, through tools
+  // declaring none, and after the client's "deny" too (a review, 2026-12-07). What the client
+  // allows at call time is allowed to dhara's checks and host requests only.)
   policy::sandbox_inputs in = sandbox::sandbox_inputs_here(snap, ext, exe, tmp);
-  // A session that asks at call time (serve) may still grant a pending capability: the
-  // kernel allows what the user may grant this session, the broker asks at each use.
-  if (!options_.prompt_at_load && snap.interactive)
-    in.granted = in.granted | ext.declared.minus(ext.denied);
   policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
   bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
   if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
