@@ -99,7 +99,10 @@ def test_200_extensions_under_fsync_with_an_approval_pending_lose_nothing_and_st
         s.answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"decision": "allow"}}
         s.send(s.answer)
         r = s.wait_for(read_call)
-        assert r["result"]["content"][0]["text"] == "alpha\nbeta\n", r
+        # Allowed to dhara's check; fs-tool's own open is its OS sandbox's, which holds only
+        # approved capabilities (docs/sandbox.md), so without Landlock it reads the file.
+        text = r["result"]["content"][0]["text"]
+        assert text == "alpha\nbeta\n" or "Permission denied" in text, r
         assert not zombies_of(s.pid), zombies_of(s.pid)
         hwm = kib(s.pid, "VmHWM")
         assert s.shutdown(limit=60) == 0
