@@ -198,8 +198,12 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
   caf::scoped_actor self{sys};
   self->request(driver, caf::infinite, run_atom::value)
       .receive([&](batch_summary& s) { summary = s; }, [&](caf::error&) { summary.exit_code = 1; });
+  // Results that could not be written (stdout full, closed, its reader gone) are an error of
+  // the run, not a silent exit 0 (a review).
+  summary.output_error = lines.finish();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (summary.quit) summary.exit_code = 130;
+  else if (summary.output_error != 0) summary.exit_code = 1;
   else if (summary.error + summary.cancelled > 0) summary.exit_code = 4;
   else if (summary.denied + summary.rejected > 0) summary.exit_code = 3;
   return summary;

@@ -34,7 +34,8 @@ struct batch_summary {
   std::size_t ok = 0, error = 0, denied = 0, rejected = 0, cancelled = 0;
   bool quit = false;               ///< the user answered q: in-flight calls were cancelled
   double seconds = 0;
-  int exit_code = 0;               ///< 130 (quit) > 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
+  int exit_code = 0;               ///< 130 (quit) > 1 (results not written) > 4 (error/crash/timeout/cancel) > 3 (denied/rejected) > 0
+  int output_error = 0;            ///< errno of the write of a result line that failed (0: all written)
 };
 
 /// Runs the calls through the host's extensions, writing result lines to `out`'s descriptor as

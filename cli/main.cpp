@@ -1,6 +1,10 @@
 // The dhara command line: the global flags, then each command group registers itself
 // (cli/*_cmd.cpp) and main runs the action the parsed command chose.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -188,6 +192,15 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
 
 int main(int argc, char** argv) {
   using namespace dhara::cli;
+  // A standard descriptor closed by the caller (`dhara run … >&-`) is /dev/null from here:
+  // else the first file dhara opens takes its number, and results or messages meant for
+  // stdout went into that file (dhara's own log, a review). A closed stdout then reads as a
+  // reader that takes everything; one that fails (a full disk, a gone pipe) is reported.
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null >= 0 && null != fd) ::close(null);  // the lowest free number is fd itself
+    }
   CLI::App app{"dhara — the security core of a coding-agent harness", "dhara"};
   app.set_version_flag("--version", "dhara 0.1.0");
   app.require_subcommand(1);

@@ -111,6 +111,9 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   if (watcher.joinable()) watcher.join();
   ::close(stop);
   if (signal_seen != 0) sum.exit_code = interrupt_watch::exit_code(signal_seen);
+  if (sum.output_error != 0)
+    std::fprintf(stderr, "dhara: the results could not all be written to standard output (%s); the calls ran and "
+                 "the audit log holds every decision: 'dhara doctor --audit-log'\n", std::strerror(sum.output_error));
   std::fprintf(stderr, "dhara: %zu %s in %.2f s: %zu ok, %zu error, %zu denied, %zu rejected, %zu cancelled%s\n", total,
                total == 1 ? "call" : "calls", sum.seconds, sum.ok, sum.error, sum.denied, sum.rejected, sum.cancelled,
                !sum.quit ? "" : signal_seen != 0 ? " (interrupted)" : " (you quit)");

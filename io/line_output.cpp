@@ -12,13 +12,17 @@ namespace dhara::io {
 line_output::line_output(int fd, std::size_t max_queued_bytes)
     : max_queued_bytes_(max_queued_bytes), fd_(fd), thread_([this] { run(); }) {}
 
-line_output::~line_output() {
+line_output::~line_output() { finish(); }
+
+int line_output::finish() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
   }
   work_.notify_one();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
 }
 
 void line_output::write_line(std::string line) {
@@ -68,6 +72,9 @@ void line_output::run() {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           broken = true;
+          const int why = n < 0 ? errno : EIO;
+          std::lock_guard<std::mutex> lock(mutex_);
+          error_ = why;
           break;
         }
         done += static_cast<std::size_t>(n);

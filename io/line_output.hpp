@@ -29,6 +29,9 @@ class line_output {
   std::size_t queued_bytes();
   /// The most that may wait before write_line waits for room.
   std::size_t max_queued_bytes() const { return max_queued_bytes_; }
+  /// Writes what is queued and ends the thread (as the destructor does), then says why a
+  /// write failed: its errno, or 0 when every line was written.
+  int finish();
 
  private:
   void run();
@@ -40,6 +43,7 @@ class line_output {
   const std::size_t max_queued_bytes_;
   const int fd_;
   bool broken_ = false;
+  int error_ = 0;  ///< errno of the write that failed (EPIPE, ENOSPC, EBADF, …)
   bool closing_ = false;
   std::thread thread_;  ///< last: started once the rest is ready
 };

@@ -155,6 +155,26 @@ def test_a_call_input_of_megabytes_leaves_a_trail_the_next_session_continues():
         h.close()
 
 
+def test_results_that_cannot_be_written_exit_1_and_a_closed_stdout_is_no_file_of_dharas():
+    # (Here for this file's home.) Results to a full disk exited 0 in silence; with stdout
+    # closed they went into dhara's own log, the first file it opened (a review).
+    h = Home()
+    try:
+        calls = h.calls([{"id": "one", "tool": "echo", "input": {"text": "slept-here"}}])
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                                 stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 1, out.stderr
+        assert "could not all be written to standard output (No space left on device)" in out.stderr, out.stderr
+        out = subprocess.run(f"exec {DHARA} --no-prompt run --calls {calls} <&- >&- 2>&-", shell=True, env=h.env,
+                             cwd=h.project, timeout=60)
+        assert out.returncode == 0, out.returncode
+        log = os.path.join(h.dh, "logs", "dhara.log")
+        assert not os.path.exists(log) or "slept-here" not in open(log).read()
+    finally:
+        h.close()
+
+
 def test_approve_yes_runs_the_call_and_shows_the_line_count():
     h = Home()
     try:
