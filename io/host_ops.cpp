@@ -947,7 +947,18 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
         // CR/LF would let a value start a second header or a second request.
         if (!is_token(name) || !is_header_value(text))
           return make_error(errc::invalid_value, "the header '" + name + "' has a character HTTP does not allow");
-        if (lower(name) == "expect") has_expect = true;
+        const std::string lowered = lower(name);
+        // The name the request is for is the URL's, checked against the manifest's list: a
+        // Host of the extension's choosing reached another site on the listed address (a
+        // shared host, a CDN, a proxy behind the name), and framing headers would let one
+        // request carry another (a review).
+        if (lowered == "host" || lowered == "connection" || lowered == "transfer-encoding" ||
+            lowered == "content-length" || lowered == "upgrade" || lowered == "te" || lowered == "trailer" ||
+            lowered.starts_with("proxy-"))
+          return make_error(errc::invalid_value, "the header '" + name +
+                                                     "' is dhara's to set: the host is the URL's, checked against "
+                                                     "network.outbound, and the framing is libcurl's; send the request without it");
+        if (lowered == "expect") has_expect = true;
         if (!slist_add(request_headers, text.empty() ? name + ";" : name + ": " + text))
           return make_error(errc::resolve_failed, "out of memory");
       }

@@ -687,6 +687,21 @@ TEST_CASE("net_fetch against a loopback HTTP server", "[io][host]") {
     REQUIRE_FALSE(not_string);
     CHECK(not_string.err().code == errc::invalid_type);
   }
+  SECTION("the Host and the framing headers are dhara's to set") {
+    // A Host of the extension's choosing reached another site on the listed address (a review).
+    for (const char* name : {"Host", "host", "Connection", "Transfer-Encoding", "Content-Length", "Upgrade", "TE",
+                             "Trailer", "Proxy-Authorization"}) {
+      INFO(name);
+      auto r = io::net_fetch(server.url("/hello.txt"), "GET", json{{name, "169.254.169.254"}}, "", rules_of({"127.0.0.1"}), limits);
+      REQUIRE_FALSE(r);
+      CHECK(r.err().code == errc::invalid_value);
+      CHECK_THAT(r.err().message, Catch::Contains("is dhara's to set"));
+    }
+    auto fine = io::net_fetch(server.url("/hello.txt"), "GET", json{{"Accept", "text/plain"}, {"X-Hostname", "a"}}, "",
+                              rules_of({"127.0.0.1"}), limits);
+    REQUIRE(fine);
+    CHECK((*fine)["status"] == 200);
+  }
   SECTION("other schemes and a domain list that does not match are refused") {
     CHECK_FALSE(io::net_fetch("file:///etc/passwd", "GET", json(), "", no_list(), limits));
     CHECK_FALSE(io::net_fetch("ftp://127.0.0.1:" + port + "/", "GET", json(), "", rules_of({"127.0.0.1"}), limits));
