@@ -215,9 +215,27 @@ struct checker_state {
   }
 };
 
+// An argv as one line a reader can take apart again: a word holding a space, a quote, a
+// backslash or a control character, or an empty one, is written in single quotes (a quote
+// inside as '\''). Joined bare, ["sh","-c","a b"] and ["sh","-c","a","b"] read alike (a review).
 std::string joined(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && std::none_of(a.begin(), a.end(), [](char c) {
+      return static_cast<unsigned char>(c) <= ' ' || c == '\'' || c == '"' || c == '\\' || c == 0x7f;
+    });
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) {
+      if (c == '\'') out += "'\\''";
+      else out += c;
+    }
+    out += '\'';
+  }
   return out;
 }
 
@@ -229,7 +247,11 @@ void add_audit_line(policy::audit_lines& out, const check_batch& batch, const po
   policy::audit_detail detail;
   std::size_t details = 1;
   switch (check.kind) {
-    case policy::subject_kind::none: details = 0; break;
+    case policy::subject_kind::none:
+      // The capability alone; a name it is about (host/env/get's variable) is recorded.
+      if (check.subject.empty() || check.input_key.empty()) details = 0;
+      else detail = {check.input_key, check.subject};
+      break;
     case policy::subject_kind::path: detail = {"path", check.subject}; break;
     case policy::subject_kind::url: detail = {"url", check.subject}; break;
     case policy::subject_kind::command_string: detail = {"command", check.subject}; break;

@@ -156,7 +156,9 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     auto name = string_param(p, "name");
     if (!name) return bad("expected {name}");
     plan out;
-    out.checks.push_back({capability::secrets_env, subject_kind::none, {}, {}, {}});
+    // The variable's name goes to the audit entry as `details.name` (the check is the
+    // capability's alone): an entry without it did not say which secret was read (a review).
+    out.checks.push_back({capability::secrets_env, subject_kind::none, *name, {}, "name"});
     out.make_job = [=](const check_outcome&) -> job { return [=] { return from(io::env_get(*name)); }; };
     return out;
   }

@@ -421,6 +421,17 @@ TEST_CASE_METHOD(enforcement_fixture, "host requests are checked, audited and co
     CHECK(typed["error"]["message"].get<std::string>().find("timeoutMs") != std::string::npos);
   }
   CHECK(host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "hi"}}, {"timeoutMs", 5000}})["result"]["exitCode"] == 0);
+  // The audit says which variable was asked for, and an argv so that it can be taken apart
+  // again (a review: env entries held no name, `echo a b` and `echo 'a b'` read alike).
+  CHECK(host_call(*this, host, "host/process/spawn", {{"argv", {"echo", "a b", "", "it's"}}})["result"]["exitCode"] == 0);
+  bool env_named = false, argv_quoted = false;
+  for (const json& e : audit_lines()) {
+    if (e["capability"] == "secrets:env") env_named = e["details"] == json{{"name", "HOME"}};
+    if (e["capability"] == "process:spawn" && e["details"].value("command", "").starts_with("echo 'a b'"))
+      argv_quoted = e["details"]["command"] == "echo 'a b' '' 'it'\\''s'";
+  }
+  CHECK(env_named);
+  CHECK(argv_quoted);
   host.shutdown();
 
   // Every decision is in the audit trail, and the chain holds.
