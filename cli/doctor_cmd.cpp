@@ -99,17 +99,12 @@ std::size_t terminal_columns() {
   return 120;
 }
 
-// What the result of a verification says about a chain whose first line is not seq 1. Rotation
-// keeps at least one older file (`keep` is 1 or more), so a lone file that does not start the
-// trail lost its older lines some other way: removed by hand, or cut from the file's head.
+// What the result of a verification says about a chain whose first line is not seq 1: older
+// files were rotated away. (A lone audit.jsonl that does not start at seq 1 is a break:
+// io::verify_audit.)
 std::string anchored_note(const io::audit_verification& v) {
   if (!v.anchored) return {};
-  const bool lone_current = v.files.size() == 1 && v.files.front().ends_with("/audit.jsonl");
-  if (!lone_current) return " (older files were rotated away: the first kept line anchors the chain)";
-  const std::string missing = v.first_seq == 2 ? "seq 1 is" : "seq 1 to " + std::to_string(v.first_seq - 1) + " are";
-  return " (" + missing +
-         " not here and no older file is left, though rotation keeps one: removed, or cut from this file; its first "
-         "line anchors the chain)";
+  return " (older files were rotated away: the first kept line anchors the chain)";
 }
 
 std::string human_bytes(std::uint64_t n) {
@@ -1226,8 +1221,9 @@ void print_report(const health_report& r) {
              anchored_note(*v));
       } else {
         p.bad("BROKEN", v->first_bad_file + " line " + std::to_string(v->first_bad_line) + ": " + v->why);
-        p.more("the " + entries + " before it verified (seq " + std::to_string(v->first_seq) +
-               " to " + std::to_string(v->last_seq) + ") in " + took);
+        if (v->lines > 0)
+          p.more("the " + entries + " before it verified (seq " + std::to_string(v->first_seq) +
+                 " to " + std::to_string(v->last_seq) + ") in " + took);
       }
     }
   }

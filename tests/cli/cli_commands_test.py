@@ -184,13 +184,15 @@ def test_audit_log_lists_filters_and_verifies():
     open(path, "w").write(original[0] + original[2])
     code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
     assert code == 1 and "line 2" in out, out
-    # The first line cut from the only file: the rest still chains from the first line left, but
-    # no rotation made this (rotation keeps an older file), and the result says so.
-    open(path, "w").write(original[1] + original[2])
+    # The first line cut from the only file: no rotation made this (rotation keeps an older
+    # file), and the new first line's own hash cannot be checked, so an edit of it went unseen
+    # (a review rewrote a denial there as allowed, and verify said OK). A break now.
+    open(path, "w").write(original[1].replace('"allowed"', '"denied" ') + original[2])
     code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
-    assert (code, out) == (0, "audit trail OK: 2 lines in 1 file, seq 2 to 3 (seq 1 is not here and no older file "
-                              "is left, though rotation keeps one: removed, or cut from this file; its first line "
-                              "anchors the chain)\n"), (code, out)
+    assert code == 1 and out.startswith("audit trail broken: ") and "audit.jsonl line 1: the trail starts at seq 2: " \
+        "seq 1 is missing and no older file is left, though rotation keeps one" in out, (code, out)
+    code, out, _ = h.dhara("doctor")
+    assert code == 1 and "BROKEN" in out and "before it verified" not in out, out
     h.close()
 
 
