@@ -500,27 +500,22 @@ std::optional<error> audit_log::sync_dir() {
   return std::nullopt;
 }
 
-// Finds the chain's last seq and hash on disk, cutting a torn last line of audit.jsonl.
-// Called with the lock held.
+// Finds the chain's last seq and hash on disk, mending a torn last line of audit.jsonl.
+// Called with the lock held. Nothing is changed before the rest has been found good: a file
+// that cannot continue the chain is refused as it is (it lost 98 bytes first, unreported: a
+// review). A torn tail that is a whole line chaining on the one before, short of its newline
+// only (an editor, a copy), gets the newline; any other torn tail is cut, and said so.
 std::optional<error> audit_log::recover_tail() {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return io_error("stat", path_, errno);
   size_ = static_cast<std::uint64_t>(st.st_size);
   auto tail = read_tail(fd_, size_, path_);
   if (!tail) return tail.err();
-  if (!tail->torn.empty()) {
-    int rc;
-    do rc = ::ftruncate(fd_, static_cast<off_t>(tail->complete_bytes));
-    while (rc != 0 && errno == EINTR);
-    if (rc != 0) return io_error("truncate the torn last line of", path_, errno);
-    if (options_.durability == policy::audit_durability::fsync) ::fdatasync(fd_);
-    size_ = tail->complete_bytes;
-    if (!recovered_.empty()) recovered_ += '\n';
-    recovered_ += torn_note(path_, tail->torn);
-  }
+  const std::string torn = std::move(tail->torn);
   std::string source = path_;
   if (!tail->has_line) {
-    // audit.jsonl is empty (new, or just rotated): the chain ends in the newest rotated file.
+    // audit.jsonl holds no whole line (new, or just rotated): the chain ends in the newest
+    // rotated file.
     auto numbers = rotated_numbers(dir_);
     if (!numbers) return numbers.err();
     tail = file_tail{};
@@ -546,21 +541,59 @@ std::optional<error> audit_log::recover_tail() {
       if (tail->has_line) break;
     }
   }
-  if (!tail->has_line) {
-    last_seq_ = 0;
-    std::memcpy(last_hash_, zero_hash, sizeof last_hash_);
-    return std::nullopt;
+  std::uint64_t seq = 0;
+  char hash[64];
+  std::memcpy(hash, zero_hash, sizeof hash);
+  if (tail->has_line) {
+    auto facts = policy::read_audit_line(tail->last_line);
+    if (auto* why = std::get_if<std::string>(&facts)) {
+      return make_error(errc::parse_error,
+                        source + ": the last line cannot continue the audit chain: " + *why +
+                            ". dhara does not rewrite audit files; check it with `dhara doctor "
+                            "--audit-log --verify`, then move it away to start a new trail");
+    }
+    const auto& f = std::get<policy::audit_line_facts>(facts);
+    seq = f.seq;
+    std::memcpy(hash, f.hash.data(), sizeof hash);
   }
-  auto facts = policy::read_audit_line(tail->last_line);
-  if (auto* why = std::get_if<std::string>(&facts)) {
-    return make_error(errc::parse_error,
-                      source + ": the last line cannot continue the audit chain: " + *why +
-                          ". dhara does not rewrite audit files; check it with `dhara doctor "
-                          "--audit-log --verify`, then move it away to start a new trail");
+  if (!torn.empty()) {
+    bool whole = false;
+    if (torn.size() > policy::audit_hash_suffix_bytes) {
+      auto facts = policy::read_audit_line(torn);
+      if (const auto* f = std::get_if<policy::audit_line_facts>(&facts); f && f->seq == seq + 1) {
+        char expected[64];
+        const std::string_view body = std::string_view(torn).substr(0, torn.size() - policy::audit_hash_suffix_bytes);
+        whole = hasher_->sha.chain_hash({hash, sizeof hash}, body, expected) &&
+                std::string_view(expected, sizeof expected) == f->hash;
+        if (whole) {
+          seq = f->seq;
+          std::memcpy(hash, expected, sizeof hash);
+        }
+      }
+    }
+    if (whole) {
+      ssize_t n;
+      do n = ::pwrite(fd_, "\n", 1, static_cast<off_t>(size_));
+      while (n < 0 && errno == EINTR);
+      if (n != 1) return io_error("end the last line of", path_, n < 0 ? errno : EIO);
+      if (options_.durability == policy::audit_durability::fsync) ::fdatasync(fd_);
+      size_ += 1;
+      if (!recovered_.empty()) recovered_ += '\n';
+      recovered_ += path_ + ": the last line (seq " + std::to_string(seq) +
+                    ") was whole and chained but had no newline (a copy or an editor); the newline was added";
+    } else {
+      int rc;
+      do rc = ::ftruncate(fd_, static_cast<off_t>(size_ - torn.size()));
+      while (rc != 0 && errno == EINTR);
+      if (rc != 0) return io_error("truncate the torn last line of", path_, errno);
+      if (options_.durability == policy::audit_durability::fsync) ::fdatasync(fd_);
+      size_ -= torn.size();
+      if (!recovered_.empty()) recovered_ += '\n';
+      recovered_ += torn_note(path_, torn);
+    }
   }
-  const auto& f = std::get<policy::audit_line_facts>(facts);
-  last_seq_ = f.seq;
-  std::memcpy(last_hash_, f.hash.data(), sizeof last_hash_);
+  last_seq_ = seq;
+  std::memcpy(last_hash_, hash, sizeof last_hash_);
   return std::nullopt;
 }
 

@@ -460,6 +460,44 @@ TEST_CASE("a torn last line is cut away on open, with a note", "[io][audit]") {
     CHECK(python_verify(dir) == "OK 2 2 from-start");
   }
 
+  SECTION("a whole line that lost only its newline gets it back, not cut") {
+    // An editor or a copy dropped the final newline of a denial; it was deleted as torn,
+    // with a note saying no decision was released on it (a review).
+    { audit_log log = open_log(dir); append_ok(log, make_entries(0, 4)); }
+    const std::string before = read_all(path);
+    write_all(path, before.substr(0, before.size() - 1));
+    audit_log log = open_log(dir);
+    CHECK(log.recovered().find("seq 4") != std::string::npos);
+    CHECK(log.recovered().find("newline was added") != std::string::npos);
+    CHECK(read_all(path) == before);
+    CHECK(log.last_seq() == 4);
+    CHECK(append_ok(log, make_entries(4, 2)) == 6);
+    CHECK(python_verify(dir) == "OK 6 6 from-start");
+  }
+
+  SECTION("a last line without its newline that does not chain is cut as torn") {
+    { audit_log log = open_log(dir); append_ok(log, make_entries(0, 4)); }
+    std::string text = read_all(path);
+    text.pop_back();
+    const std::size_t at = text.find("\"seq\":4");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 7, "\"seq\":5");  // a hash that is not this line's
+    write_all(path, text);
+    audit_log log = open_log(dir);
+    CHECK(log.recovered().find("torn") != std::string::npos);
+    CHECK(log.last_seq() == 3);
+  }
+
+  SECTION("a file that cannot continue the chain is refused before anything is cut") {
+    std::string garbage(3000, 'x');
+    garbage[1000] = '\n';
+    write_all(path, garbage);
+    auto refused = audit_log::open(dir.str(), {});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().message.find("cannot continue the audit chain") != std::string::npos);
+    CHECK(read_all(path) == garbage);
+  }
+
   SECTION("verify reports a torn line it finds") {
     { audit_log log = open_log(dir); append_ok(log, make_entries(0, 3)); }
     append_raw(path, torn);
