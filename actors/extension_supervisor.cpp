@@ -87,6 +87,8 @@ struct supervisor_state {
   bool alive = false;             // the current process runs
   bool stopping = false;          // shutdown requested
   bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
+  bool reconfining = false;       // a new argv waits for the calls in flight to end (reconfine)
+  std::vector<std::string> fallback_argv;  // the argv before a reconfine that only adds, until it starts
                                   // and, from the SIGTERM on, new calls wait for the next process
   std::int64_t next_id = 0;
   std::int64_t init_id = 0;
@@ -190,6 +192,7 @@ void start_process(self_ptr self) {
   st.info.state = extension_state::starting;
   st.alive = true;
   st.expected_exit = false;
+  st.reconfining = false;
   st.started_at = now_ms();
   io::spawn_request req;
   req.argv = st.cfg.argv;
@@ -271,6 +274,16 @@ void forget_call(self_ptr self, std::map<std::int64_t, inflight>::iterator it) {
   st.spare_deadlines.push_back(std::move(d));
 }
 
+// A new argv waits (reconfine): once no call is in flight, the process is asked to shut down
+// (then the kill chain), and the next one starts with it at once, not counted as a crash.
+void stop_for_reconfine(self_ptr self) {
+  auto& st = self->state;
+  if (!st.reconfining || !st.calls.empty() || !st.alive || st.stopping || st.expected_exit) return;
+  st.expected_exit = true;
+  write_line(self, io::encode_request(++st.next_id, "shutdown", json::object()));
+  self->delayed_send(self, milliseconds(st.cfg.cancel_grace_ms), killstep_atom::value, st.gen, std::int64_t{0}, 1);
+}
+
 // Starts the cancel chain for call `id`: notify, wait the grace, SIGTERM, wait, SIGKILL.
 void begin_kill_chain(self_ptr self, std::int64_t id, std::uint64_t grace_ms) {
   auto& st = self->state;
@@ -327,6 +340,7 @@ void on_ready(self_ptr self, const json& result) {
   }
   st.info.tools = result["tools"];
   st.info.state = extension_state::ready;
+  st.fallback_argv.clear();  // the new profile holds
   st.info.reason.clear();
   st.info.start_ms = now_ms() - st.started_at;
   spdlog::info("extension {} v{} ready in {} ms with {} tools", st.cfg.name, st.cfg.version, st.info.start_ms,
@@ -360,6 +374,7 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
   if (st.together != nullptr) st.together->add(it->second.rp, std::move(outcome));
   else it->second.rp.deliver(std::move(outcome));
   forget_call(self, it);
+  if (st.reconfining) stop_for_reconfine(self);
 }
 
 void on_progress(self_ptr self, const json& params) {
@@ -437,6 +452,14 @@ void on_exit(self_ptr self, io::process_exit e) {
   if (!e.violation.empty()) data["violation"] = e.violation;
   fail_all(self, call_error(io::rpc_error::crashed, what + why, data));
   bool counts = !st.expected_exit;
+  // The launcher refused a profile that only added capabilities: the extension goes on in the
+  // one it had (what was added stays dhara's checks and host requests only).
+  if (!refusal.empty() && !st.fallback_argv.empty()) {
+    spdlog::warn("extension {} could not start in its new sandbox profile ({}); it starts again in the one it had",
+                 st.cfg.name, refusal);
+    st.cfg.argv = std::exchange(st.fallback_argv, {});
+    counts = false;
+  }
   std::int64_t now = now_ms();
   if (counts) {
     st.restart_times.push_back(now);
@@ -455,6 +478,8 @@ void on_exit(self_ptr self, io::process_exit e) {
     spdlog::warn("{}{}; restarting", what, why);
   else if (counts)
     spdlog::warn("{} (exit code {}, signal {}); restarting", what, e.exit_status, e.term_signal);
+  else if (st.reconfining)
+    spdlog::info("extension {} stopped to start again in its new sandbox profile", st.cfg.name);
   else
     spdlog::info("extension {} stopped after a cancel or timeout; restarting", st.cfg.name);
   // Backoff: 50 ms, 100 ms, 200 ms … up to 2 s, by the number of recent crashes.
@@ -486,7 +511,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             rp.deliver(call_error(io::rpc_error::method_not_found,
                                     "extension '" + s.cfg.name + "' is not running: " + s.info.reason,
                                     json{{"reason", s.info.reason}}));
-          } else if (s.info.state == extension_state::ready && !s.expected_exit) {
+          } else if (s.info.state == extension_state::ready && !s.expected_exit && !s.reconfining) {
             send_call(self, std::move(call), std::move(rp));
           } else {
             // Starting, or being stopped by the kill chain: sent once the next process is ready.
@@ -537,6 +562,16 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](wflush_atom) {
           self->state.outbox_scheduled = false;
           flush_outbox(self);
+        },
+        [=](reconfine_atom, std::vector<std::string>& argv, std::vector<std::string>& fallback) {
+          auto& s = self->state;
+          if (s.stopping || s.info.state == extension_state::failed || argv.empty()) return;
+          s.fallback_argv = std::move(fallback);
+          s.cfg.argv = std::move(argv);  // every start from now on, a crash's restart too
+          // Not started yet, or between a stop and its restart: the next start takes it.
+          if (!s.alive || s.info.state != extension_state::ready || s.expected_exit) return;
+          s.reconfining = true;
+          stop_for_reconfine(self);
         },
         [=](lines_atom, std::uint64_t gen, std::vector<std::string>& lines) {
           auto& s = self->state;

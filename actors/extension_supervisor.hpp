@@ -46,7 +46,14 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<killstep_atom, std::uint64_t, std::int64_t, int>,
     /// self: write the lines collected for the extension's stdin since the last flush in one
     /// go (queued behind the messages already in the mailbox, so they batch).
-    caf::reacts_to<wflush_atom>>;
+    caf::reacts_to<wflush_atom>,
+    /// extension host → supervisor: the extension's OS sandbox changed (the user approved or
+    /// revoked a capability): from now on it starts with `argv`. The process running is
+    /// stopped once its calls in flight have ended (calls arriving meanwhile wait) and started
+    /// again with it, not counted as a crash. When the launcher refuses that start and
+    /// `fallback` is not empty (the new profile only adds), it starts with `fallback`, the
+    /// argv it had, instead.
+    caf::reacts_to<reconfine_atom, std::vector<std::string>, std::vector<std::string>>>;
 
 /// How to run one extension.
 struct supervisor_config {

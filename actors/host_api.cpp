@@ -405,6 +405,14 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
         [=](check_outcome& o) { self->state.replies.answered(o); },
         [=](check_outcomes& os) { self->state.replies.answered(os); },
         [=](call_result& r) { self->state.replies.answered(r); },
+        [=](reconfine_atom, const std::string& extension, std::vector<std::string>& launcher) {
+          // A new configuration: the workers running requests keep the one they were given.
+          auto it = self->state.cfg->confinements.find(extension);
+          if (it == self->state.cfg->confinements.end() || it->second.launcher.empty()) return;
+          auto next = std::make_shared<host_api_config>(*self->state.cfg);
+          next->confinements[extension].launcher = std::move(launcher);
+          self->state.cfg = std::move(next);
+        },
     };
   }, std::move(config));
 }

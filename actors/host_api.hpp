@@ -36,7 +36,10 @@ struct host_request {
 /// back as the other two messages (actors/call_replies.hpp).
 using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>::with<call_result>,
                                         caf::reacts_to<check_outcome>, caf::reacts_to<check_outcomes>,
-                                        caf::reacts_to<call_result>>;
+                                        caf::reacts_to<call_result>,
+                                        /// the extension's sandbox changed: the programs it has dhara
+                                        /// spawn from now on start through this launcher argv
+                                        caf::reacts_to<reconfine_atom, std::string, std::vector<std::string>>>;
 
 /// How the programs an extension has dhara spawn (host/process/spawn) are confined: as the
 /// extension itself is, by the launcher with its profile (argv up to and including `--`),

@@ -27,6 +27,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;      ///< backoff
 using killstep_atom = caf::atom_constant<caf::atom("killstep")>;    ///< next step of a kill chain
 using progress_atom = caf::atom_constant<caf::atom("progress")>;    ///< tools/progress forwarded
 using wflush_atom = caf::atom_constant<caf::atom("wflush")>;        ///< write what a supervisor collected
+using reconfine_atom = caf::atom_constant<caf::atom("reconfine")>;  ///< start again with another argv (sandbox)
 
 /// One tool call for an extension.
 struct tool_call {

@@ -18,6 +18,7 @@ struct store_state {
   policy::snapshot_ptr current;
   bool reload_scheduled = false;
   kept_identities kept;
+  std::vector<caf::actor> followers;  // sent each snapshot as the checkers are (join_atom)
   static inline const char* name = "permissions_store";
 };
 
@@ -33,6 +34,7 @@ void reload(self_ptr self) {
   auto snap = compile_for(st.cfg, perms, error, ++st.generation, st.kept);
   st.current = snap;
   for (const checker_actor& c : st.cfg.checkers) self->send(c, snapshot_atom::value, snap);
+  for (const caf::actor& f : st.followers) caf::anon_send(f, snapshot_atom::value, snap);
   spdlog::debug("permissions reloaded: snapshot generation {}", st.generation);
 }
 
@@ -83,6 +85,10 @@ permissions_store_actor spawn_permissions_store(caf::actor_system& sys, std::sha
           return self->state.generation;
         },
         [=](snapshot_atom) { return self->state.current; },
+        [=](caf::join_atom, caf::actor& follower) {
+          caf::anon_send(follower, snapshot_atom::value, self->state.current);
+          self->state.followers.push_back(std::move(follower));
+        },
     };
   }, std::move(config));
   // The watch runs on the loop thread; it reaches the store only through its mailbox.

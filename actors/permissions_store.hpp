@@ -35,7 +35,10 @@ using permissions_store_actor = caf::typed_actor<
     /// new generation once the snapshot is on its way to every checker.
     caf::replies_to<caf::put_atom>::with<std::uint64_t>,
     /// anyone → store: the snapshot the checkers use now (what `tools/list` reports).
-    caf::replies_to<snapshot_atom>::with<policy::snapshot_ptr>>;
+    caf::replies_to<snapshot_atom>::with<policy::snapshot_ptr>,
+    /// session → store: send `actor` each new snapshot too, `(snapshot_atom, snapshot)`, as
+    /// the checkers get it, starting with the one in force (the kernel follower).
+    caf::reacts_to<caf::join_atom, caf::actor>>;
 
 /// What the store compiles snapshots from (a copy of the session's loaded policy).
 struct permissions_store_config {

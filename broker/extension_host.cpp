@@ -79,6 +79,127 @@ bool is_elf(const std::string& path) {
   return elf;
 }
 
+
+// ---- the kernel follows the approvals -------------------------------------------------
+// An extension's OS sandbox allows what is approved when it starts. When that changes in the
+// session (a revoke or an approval from another terminal, a serve client's `always`), the
+// extension is started again in a profile made for what is allowed now, once its calls in
+// flight have ended (a review: a revoked network:outbound kept connecting for the rest of
+// the session, also across a crash's restart).
+
+}  // namespace
+
+// What an extension's sandbox is made from, kept to make it again.
+struct kernel_entry {
+  std::string exe;                    // its interpreter or program, resolved
+  std::string tmp;                    // its private temp dir
+  std::vector<std::string> program;   // its argv, without the launcher
+  std::vector<std::string> argv;      // what it was last started with (launcher and program)
+  policy::capability_set granted;     // what the profile it runs in allows
+  policy::capability_set extra;       // allowed for the session by a serve client's `always`
+  actors::supervisor_actor supervisor;
+};
+
+struct kernel_follower_state {
+  std::string launcher;
+  io::sandbox_support kernel;
+  std::vector<sandbox::guarded_link> links;
+  std::map<std::string, kernel_entry> table;
+  actors::host_api_actor host_api;    // it confines the programs extensions have dhara spawn
+  policy::snapshot_ptr snapshot;      // the one in force
+  policy::snapshot_ptr good;          // the last that held the extensions (a permissions.json
+                                      // that cannot be read makes one that holds none)
+  static inline const char* name = "kernel_follower";
+};
+
+namespace {
+
+using kernel_follower_ptr = caf::stateful_actor<kernel_follower_state>*;
+
+// The launcher argv (no program) of a profile allowing `granted`, or why none can be had.
+std::string launcher_for(const kernel_follower_state& k, const policy::policy_snapshot& snap,
+                         const policy::extension_policy& ext, const kernel_entry& e, policy::capability_set granted,
+                         std::vector<std::string>& out) {
+  policy::sandbox_inputs in = sandbox::sandbox_inputs_here(snap, ext, e.exe, e.tmp);
+  in.granted = granted;
+  policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
+  const bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
+  if (std::string blocker = io::launch_blocker(k.kernel, needs_masks); !blocker.empty())
+    return "the OS sandbox cannot be applied: " + blocker;
+  if (std::string link = sandbox::replaceable_link(profile, k.links); !link.empty()) return link;
+  out = policy::launcher_argv_inline(k.launcher, profile, {});
+  return {};
+}
+
+// Starts again every extension whose profile no longer matches what is allowed.
+void follow_approvals(kernel_follower_ptr self) {
+  auto& k = self->state;
+  if (!k.snapshot) return;
+  bool holds_them = false;
+  for (auto& [name, e] : k.table) {
+    const policy::policy_snapshot* snap = k.snapshot.get();
+    auto it = snap->extensions.find(name);
+    policy::capability_set want;  // none, when the snapshot holds no policy for it
+    if (it != snap->extensions.end()) {
+      holds_them = true;
+      want = policy::sandbox_granted(it->second) | (e.extra & it->second.declared).minus(it->second.denied);
+    } else if (k.good && k.good->extensions.find(name) != k.good->extensions.end()) {
+      snap = k.good.get();  // its paths, with nothing granted
+      it = snap->extensions.find(name);
+    } else {
+      continue;
+    }
+    if (want == e.granted) continue;
+    std::vector<std::string> argv;
+    if (const std::string why = launcher_for(k, *snap, it->second, e, want, argv); !why.empty()) {
+      if (want.contains_all(e.granted)) {
+        // Only more allowed: it keeps running in the profile it has (the new capability is
+        // then dhara's checks and host requests only), as a start would have been refused.
+        spdlog::warn("extension {} keeps its sandbox as it was; the one for its new approvals cannot be made: {}", name, why);
+        continue;
+      }
+      // Something was taken away and no profile without it can be made: stopped (fail closed).
+      spdlog::error("extension {} is stopped: a capability was taken away and its new sandbox cannot be made: {}", name, why);
+      caf::anon_send(e.supervisor, actors::shutdown_atom::value);
+      e.granted = {};
+      continue;
+    }
+    // The programs it has dhara spawn are confined as it is: from now on in the new profile.
+    // (Those already running keep theirs.)
+    caf::anon_send(k.host_api, actors::reconfine_atom::value, name, argv);
+    argv.insert(argv.end(), e.program.begin(), e.program.end());
+    // Only added: should the launcher refuse the new profile, the extension goes on in this one.
+    std::vector<std::string> fallback;
+    if (want.contains_all(e.granted)) fallback = e.argv;
+    spdlog::info("extension {}: what it may do changed; it starts again in a new sandbox profile", name);
+    e.argv = argv;
+    caf::anon_send(e.supervisor, actors::reconfine_atom::value, std::move(argv), std::move(fallback));
+    e.granted = want;
+  }
+  if (holds_them) k.good = k.snapshot;
+}
+
+caf::behavior kernel_follower_behavior(kernel_follower_ptr self, std::shared_ptr<kernel_follower_state> init) {
+  self->state = std::move(*init);
+  return {
+      [=](actors::snapshot_atom, policy::snapshot_ptr& snap) {
+        if (!snap || (self->state.snapshot && snap->generation < self->state.snapshot->generation)) return;
+        self->state.snapshot = std::move(snap);
+        follow_approvals(self);
+      },
+      // serve: the client answered `always` for `capability` of `extension`; replies once the
+      // extension's new profile is on its way (its next call runs in it).
+      [=](caf::add_atom, const std::string& extension, const std::string& capability) {
+        auto it = self->state.table.find(extension);
+        auto cap = policy::parse_capability(capability);
+        if (it == self->state.table.end() || !cap) return false;
+        it->second.extra.insert(*cap);
+        follow_approvals(self);
+        return true;
+      },
+  };
+}
+
 }  // namespace
 
 policy::result<std::string> interpreter_cache::resolve(const std::string& argv0, const std::string& cwd) {
@@ -237,6 +358,26 @@ void extension_host::start() {
     supervisors_.emplace(name, actors::spawn_supervisor(sys_, loop_, std::move(sc)));
     started.push_back(std::move(name));
   }
+  // The kernel follows the approvals from here on: the store sends it each new snapshot.
+  if (kernel_follow_ && kernel_ && guarded_links_) {
+    for (auto it = kernel_follow_->table.begin(); it != kernel_follow_->table.end();) {
+      auto sup = supervisors_.find(it->first);
+      if (sup == supervisors_.end()) {
+        it = kernel_follow_->table.erase(it);
+        continue;
+      }
+      it->second.supervisor = sup->second;
+      ++it;
+    }
+    kernel_follow_->launcher = options_.sandbox_launcher;
+    kernel_follow_->host_api = host_api_;
+    kernel_follow_->kernel = *kernel_;
+    kernel_follow_->links = *guarded_links_;
+    kernel_follow_->snapshot = current;
+    kernel_follow_->good = current;
+    kernel_follower_ = sys_.spawn(kernel_follower_behavior, kernel_follow_);
+    caf::anon_send(store_, caf::join_atom::value, kernel_follower_);
+  }
 
   // Every supervisor is starting its process now; collect the handshakes. The session waits
   // for one handshake's time (they run in parallel), not for every retry: an extension that
@@ -354,6 +495,15 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
     static constexpr char hex[] = "0123456789abcdef";
     for (unsigned char b : bytes) sc.launcher_tag += {hex[b >> 4], hex[b & 15]};
   }
+  // Kept so that the kernel can follow what the extension may do (kernel_follower).
+  if (!kernel_follow_) kernel_follow_ = std::make_shared<kernel_follower_state>();
+  kernel_entry& kept = kernel_follow_->table[name];
+  kept.exe = exe;
+  kept.tmp = tmp;
+  kept.program = sc.argv;
+  kept.granted = in.granted;
+  kept.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
+  kept.argv.insert(kept.argv.end(), sc.argv.begin(), sc.argv.end());
   // The extension and the programs it has dhara spawn start through the same launcher argv
   // (the profile serialized once).
   spawns.launcher = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
@@ -495,6 +645,7 @@ actors::supervisor_actor extension_host::supervisor(const std::string& extension
 void extension_host::shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  if (kernel_follower_) caf::anon_send_exit(kernel_follower_, caf::exit_reason::user_shutdown);  // no restart now
   if (!supervisors_.empty()) {
     caf::scoped_actor self{sys_};
     // All requests first, so every extension stops in parallel; the kill chain bounds each.

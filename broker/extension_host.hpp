@@ -70,6 +70,8 @@ struct host_options {
   std::string sandbox_launcher;
 };
 
+struct kernel_follower_state;  // what the kernel follower keeps (extension_host.cpp)
+
 class extension_host {
  public:
   extension_host(caf::actor_system& sys, const loaded_policy& policy, host_options options = {});
@@ -106,6 +108,11 @@ class extension_host {
   const std::map<std::string, std::string>& refused_tools() const { return refused_; }
   /// Shuts every extension down (shutdown request, then the kill chain) and stops the loop.
   void shutdown();
+  /// The actor that starts an extension again in a new OS sandbox profile when what it may
+  /// do changes in the session (permissions.json changed; `(add_atom, extension, capability)`
+  /// from serve's `always`, replying once the new profile is on its way). Invalid without
+  /// a sandbox.
+  caf::actor kernel_follower() const { return kernel_follower_; }
 
  private:
   void ask_for_pending_capabilities();
@@ -136,6 +143,8 @@ class extension_host {
   std::optional<io::sandbox_support> kernel_;  // probed at the first confinement
   std::vector<sandbox::private_dir> private_dirs_;  // extensions' temp dirs, removed at shutdown
   std::optional<std::vector<sandbox::guarded_link>> guarded_links_;  // found at the first confinement
+  std::shared_ptr<kernel_follower_state> kernel_follow_;  // filled as extensions are confined
+  caf::actor kernel_follower_;
   bool stopped_ = false;
   bool quit_ = false;
 };

@@ -267,8 +267,20 @@ void answer_question(server_ptr self, const json& id, const json* result, const 
     if (q.question.kind == actors::question_kind::tool)
       st.always_tools.insert(q.question.extension + "/" + q.question.tool);
     if (q.question.kind == actors::question_kind::capability)
-      if (auto cap = policy::parse_capability(q.question.capability))
+      if (auto cap = policy::parse_capability(q.question.capability)) {
         st.always_capabilities.insert({q.question.extension, *cap});
+        // The kernel allows it too for the session: the extension starts again in a profile
+        // that has it, before this call runs (an `allow` of one call stays dhara's checks and
+        // host requests only: the kernel cannot grant one call). The answer goes once the new
+        // profile is on its way, so the call reaches the extension after it.
+        if (caf::actor follower = st.host->kernel_follower()) {
+          auto rp = q.rp;
+          self->request(follower, caf::infinite, caf::add_atom::value, q.question.extension, q.question.capability)
+              .then([rp](bool) mutable { rp.deliver(actors::hitl_answer{hitl_decision::always, {}}); },
+                    [rp](caf::error&) mutable { rp.deliver(actors::hitl_answer{hitl_decision::always, {}}); });
+          return;
+        }
+      }
     return void(q.rp.deliver(actors::hitl_answer{hitl_decision::always, {}}));
   }
   // An error response, or an answer we cannot read: no decision, so no (fail closed).

@@ -75,6 +75,7 @@ class Server(harness.RpcClient):
                 self.answer(m, answer)
                 continue
             assert m.get("id") == call, m
+            assert "result" in m, m
             return json.loads(m["result"]["content"][0]["text"]), asked
 
     def cli(self, *args):
@@ -251,13 +252,15 @@ def test_a_pending_capability_is_asked_of_the_client():
         # always: allowed for the rest of the session, the next call is not asked about; and
         # never written to permissions.json (a client's message is no lasting approval: it was
         # recorded for good until a review).
+        # `always` reaches the kernel too: fs-tool starts again in a profile that has
+        # filesystem:read before the call runs, and reads the file itself.
         id3 = s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}})
         s.answer(s.read(), "always")
         r, _ = s.wait_for(id3)
-        assert "result" in r, r
+        assert r["result"]["content"][0]["text"] == "alpha\nbeta\n", r
         assert not os.path.exists(os.path.join(s.dh, "permissions.json"))
         r, before = s.wait_for(s.request("tools/call", {"tool": "read", "input": {"path": "a.txt"}}))
-        assert "result" in r and before == [], (r, before)
+        assert r["result"]["content"][0]["text"] == "alpha\nbeta\n" and before == [], (r, before)
         listed = {t["qualifiedName"]: t for t in s.call("tools/list")["result"]["tools"]}
         assert listed["fs-tool/read"]["status"] == "ready", listed["fs-tool/read"]
         reads = [e for e in s.audit() if e.get("tool") == "read"]
@@ -299,6 +302,55 @@ def test_a_pending_capability_is_not_the_kernels_under_serve():
         s.close()
 
 
+def test_a_revoked_capability_leaves_the_kernel_too():
+    # A revoke reached dhara's checks only: the extension's own reads and connects went on
+    # for the rest of the session, also after a crash's restart (a review). It starts again
+    # in a profile without the capability now, once its calls in flight have ended.
+    s = Server()
+    try:
+        ext = os.path.join(s.dh, "extensions", "quiet")
+        os.makedirs(ext)
+        with open(os.path.join(ext, "manifest.json"), "w") as f:
+            json.dump({"name": "quiet", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
+                       "capabilities": ["filesystem:read", "filesystem:write", "process:spawn"],
+                       "process": {"commands": ["cat"]}}, f)
+        with open(os.path.join(ext, "main.py"), "w") as f:
+            f.write(QUIET)
+        s.cli("config", "permissions", "approve", "quiet", "filesystem:read")
+        s.cli("config", "permissions", "approve", "quiet", "process:spawn")
+        spawned = lambda: s.wait_for(s.request("tools/call", {"tool": "quiet/spawn", "input": {"cwd": s.project}}))[0]
+        s.proc.kill()
+        s.proc.wait()
+        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        s.buffer = b""
+        s.initialize()
+        look = lambda: s.wait_for(s.request("tools/call", {"tool": "quiet/look", "input": {"cwd": s.project}}))[0]
+        assert look()["result"]["content"][0]["text"].startswith("read: done"), "approved: read"
+        assert spawned()["result"]["content"][0]["text"] == "alpha\nbeta\n", "approved: a spawn reads"
+        if not sandboxed():
+            print("note: no Landlock here, the kernel side is not tested")
+            return
+        s.cli("config", "permissions", "revoke", "quiet", "filesystem:read")
+        deadline = time.monotonic() + 20
+        while True:
+            text = look()["result"]["content"][0]["text"]
+            if text.startswith("read: PermissionError"):
+                break
+            assert time.monotonic() < deadline, f"still reading 20 s after the revoke: {text}"
+            time.sleep(0.1)
+        # A program it has dhara spawn is confined as it is now, not as it was at the start.
+        assert "alpha" not in spawned()["result"]["content"][0]["text"]
+        # And an approval given meanwhile reaches it the same way.
+        s.cli("config", "permissions", "approve", "quiet", "filesystem:read")
+        deadline = time.monotonic() + 20
+        while not look()["result"]["content"][0]["text"].startswith("read: done"):
+            assert time.monotonic() < deadline, "not reading 20 s after the approval"
+            time.sleep(0.1)
+    finally:
+        s.close()
+
+
 QUIET = r'''
 import json, sys
 def send(m):
@@ -310,7 +362,19 @@ for raw in sys.stdin:
     if m["method"] == "initialize":
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "0.1.0", "name": "quiet", "version": "1.0.0",
               "tools": [{"name": "look", "description": "reads a.txt itself", "inputSchema": {"type": "object"},
+                         "capabilities": []},
+                        {"name": "spawn", "description": "has dhara spawn cat a.txt", "inputSchema": {"type": "object"},
                          "capabilities": []}]}})
+    elif m["method"] == "tools/execute" and m["params"].get("toolName") == "spawn":
+        # host/process/spawn of `cat a.txt`: the program runs in this extension's sandbox.
+        cwd = m["params"]["input"]["cwd"]
+        send({"jsonrpc": "2.0", "id": "h1", "method": "host/process/spawn", "params": {"argv": ["cat", cwd + "/a.txt"]}})
+        for raw2 in sys.stdin:
+            a = json.loads(raw2)
+            if a.get("id") == "h1":
+                break
+        out = a.get("result", {}).get("stdout", "") if "result" in a else json.dumps(a.get("error"))
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": out}]}})
     elif m["method"] == "tools/execute":
         cwd = m["params"]["input"]["cwd"]
         said = []
