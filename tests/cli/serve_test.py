@@ -59,6 +59,26 @@ class Server(harness.RpcClient):
         self.buffer = b""
         self.initialize()
 
+    def restart_with_quiet(self, manifest, approved=()):
+        """Installs `quiet` (QUIET below: tools `look` and `spawn`, which declare no capability)
+        with `manifest` merged in, approves `approved`, and starts the server again."""
+        ext = os.path.join(self.dh, "extensions", "quiet")
+        os.makedirs(ext)
+        with open(os.path.join(ext, "manifest.json"), "w") as f:
+            json.dump({"name": "quiet", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
+                       **manifest}, f)
+        with open(os.path.join(ext, "main.py"), "w") as f:
+            f.write(QUIET)
+        for capability in approved:
+            self.cli("config", "permissions", "approve", "quiet", capability)
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=self.project, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.buffer = b""
+        self.initialize()
+
     def host_request(self, method, params, on_question=None, answer="allow"):
         """Has host-client make one host API request, answering `answer` ("allow": this once) to
         every question, after on_question(params) when given; returns (the request's answer, the
@@ -277,19 +297,7 @@ def test_a_pending_capability_is_not_the_kernels_under_serve():
     # wrote a file itself after the client denied the write (a review, 2026-12-07).
     s = Server()
     try:
-        ext = os.path.join(s.dh, "extensions", "quiet")
-        os.makedirs(ext)
-        with open(os.path.join(ext, "manifest.json"), "w") as f:
-            json.dump({"name": "quiet", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-                       "capabilities": ["filesystem:read", "filesystem:write"]}, f)
-        with open(os.path.join(ext, "main.py"), "w") as f:
-            f.write(QUIET)
-        s.proc.kill()
-        s.proc.wait()
-        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        s.buffer = b""
-        s.initialize()
+        s.restart_with_quiet({"capabilities": ["filesystem:read", "filesystem:write"]})
         r, asked = s.wait_for(s.request("tools/call", {"tool": "quiet/look", "input": {"cwd": s.project}}))
         assert asked == [], asked  # a tool of no capability is not asked about
         text = r["result"]["content"][0]["text"]
@@ -308,23 +316,9 @@ def test_a_revoked_capability_leaves_the_kernel_too():
     # in a profile without the capability now, once its calls in flight have ended.
     s = Server()
     try:
-        ext = os.path.join(s.dh, "extensions", "quiet")
-        os.makedirs(ext)
-        with open(os.path.join(ext, "manifest.json"), "w") as f:
-            json.dump({"name": "quiet", "version": "1.0.0", "runtime": {"type": "subprocess", "command": "python3 main.py"},
-                       "capabilities": ["filesystem:read", "filesystem:write", "process:spawn"],
-                       "process": {"commands": ["cat"]}}, f)
-        with open(os.path.join(ext, "main.py"), "w") as f:
-            f.write(QUIET)
-        s.cli("config", "permissions", "approve", "quiet", "filesystem:read")
-        s.cli("config", "permissions", "approve", "quiet", "process:spawn")
+        s.restart_with_quiet({"capabilities": ["filesystem:read", "filesystem:write", "process:spawn"],
+                              "process": {"commands": ["cat"]}}, approved=("filesystem:read", "process:spawn"))
         spawned = lambda: s.wait_for(s.request("tools/call", {"tool": "quiet/spawn", "input": {"cwd": s.project}}))[0]
-        s.proc.kill()
-        s.proc.wait()
-        s.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=s.project, env=s.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        s.buffer = b""
-        s.initialize()
         look = lambda: s.wait_for(s.request("tools/call", {"tool": "quiet/look", "input": {"cwd": s.project}}))[0]
         assert look()["result"]["content"][0]["text"].startswith("read: done"), "approved: read"
         assert spawned()["result"]["content"][0]["text"] == "alpha\nbeta\n", "approved: a spawn reads"
