@@ -89,6 +89,7 @@ struct supervisor_state {
   bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
   bool reconfining = false;       // a new argv waits for the calls in flight to end (reconfine)
   std::vector<std::string> fallback_argv;  // the argv before a reconfine that only adds, until it starts
+  std::vector<std::string> fallback_env;   // and its environment
                                   // and, from the SIGTERM on, new calls wait for the next process
   std::int64_t next_id = 0;
   std::int64_t init_id = 0;
@@ -309,6 +310,7 @@ void time_out_due(self_ptr self) {
     write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tcid}}));
     begin_kill_chain(self, id, st.cfg.cancel_grace_ms);
   }
+  if (st.reconfining) stop_for_reconfine(self);  // the last call in flight may have gone
 }
 
 void fail_all(self_ptr self, const call_result& why) {
@@ -341,11 +343,15 @@ void on_ready(self_ptr self, const json& result) {
   st.info.tools = result["tools"];
   st.info.state = extension_state::ready;
   st.fallback_argv.clear();  // the new profile holds
+  st.fallback_env.clear();
   st.info.reason.clear();
   st.info.start_ms = now_ms() - st.started_at;
   spdlog::info("extension {} v{} ready in {} ms with {} tools", st.cfg.name, st.cfg.version, st.info.start_ms,
                st.info.tools.size());
   answer_status(self);
+  // A new profile came while this process started in the one before: it stops again at once,
+  // and the calls waiting go to the next (a review: it ran on in the old profile).
+  if (st.reconfining) return stop_for_reconfine(self);
   while (!st.waiting.empty()) {
     auto q = std::move(st.waiting.front());
     st.waiting.pop_front();
@@ -369,7 +375,10 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
   }
   st.cancelled.erase(id);  // a late answer to a cancelled call stops its kill chain
   auto it = st.calls.find(id);
-  if (it == st.calls.end()) return;  // unknown or duplicate id: nothing waits for it
+  if (it == st.calls.end()) {  // unknown or duplicate id: nothing waits for it
+    if (st.reconfining) stop_for_reconfine(self);
+    return;
+  }
   // The result moves on: no copy of its document.
   if (st.together != nullptr) st.together->add(it->second.rp, std::move(outcome));
   else it->second.rp.deliver(std::move(outcome));
@@ -458,6 +467,7 @@ void on_exit(self_ptr self, io::process_exit e) {
     spdlog::warn("extension {} could not start in its new sandbox profile ({}); it starts again in the one it had",
                  st.cfg.name, refusal);
     st.cfg.argv = std::exchange(st.fallback_argv, {});
+    st.cfg.env = std::exchange(st.fallback_env, {});
     counts = false;
   }
   std::int64_t now = now_ms();
@@ -534,6 +544,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             forget_call(self, it);
             write_line(self, io::encode_notification("tools/cancel", json{{"toolCallId", tool_call_id}}));
             begin_kill_chain(self, id, s.cfg.cancel_grace_ms);
+            if (s.reconfining) stop_for_reconfine(self);  // a review: a cancel left it waiting for ever
             return;
           }
         },
@@ -563,15 +574,20 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
           self->state.outbox_scheduled = false;
           flush_outbox(self);
         },
-        [=](reconfine_atom, std::vector<std::string>& argv, std::vector<std::string>& fallback) {
+        [=](reconfine_atom, std::vector<std::string>& argv, std::vector<std::string>& env,
+            std::vector<std::string>& fallback_argv, std::vector<std::string>& fallback_env) {
           auto& s = self->state;
           if (s.stopping || s.info.state == extension_state::failed || argv.empty()) return;
-          s.fallback_argv = std::move(fallback);
+          s.fallback_argv = std::move(fallback_argv);
+          s.fallback_env = std::move(fallback_env);
           s.cfg.argv = std::move(argv);  // every start from now on, a crash's restart too
-          // Not started yet, or between a stop and its restart: the next start takes it.
-          if (!s.alive || s.info.state != extension_state::ready || s.expected_exit) return;
+          s.cfg.env = std::move(env);
+          // Between a stop and its restart, or waiting for the restart's backoff: the next
+          // start takes it. A process starting in the profile before stops once it is ready
+          // (on_ready); a running one once its calls in flight have ended.
+          if (!s.alive || s.expected_exit) return;
           s.reconfining = true;
-          stop_for_reconfine(self);
+          if (s.info.state == extension_state::ready) stop_for_reconfine(self);
         },
         [=](lines_atom, std::uint64_t gen, std::vector<std::string>& lines) {
           auto& s = self->state;

@@ -50,10 +50,12 @@ using supervisor_actor = caf::typed_actor<
     /// extension host → supervisor: the extension's OS sandbox changed (the user approved or
     /// revoked a capability): from now on it starts with `argv`. The process running is
     /// stopped once its calls in flight have ended (calls arriving meanwhile wait) and started
-    /// again with it, not counted as a crash. When the launcher refuses that start and
-    /// `fallback` is not empty (the new profile only adds), it starts with `fallback`, the
-    /// argv it had, instead.
-    caf::reacts_to<reconfine_atom, std::vector<std::string>, std::vector<std::string>>>;
+    /// again with it and `env`, not counted as a crash (a process still starting stops once
+    /// it is ready). When the launcher refuses that start and the fallback argv is not empty
+    /// (the new profile only adds), it starts with the fallback argv and environment, what it
+    /// had, instead.
+    caf::reacts_to<reconfine_atom, std::vector<std::string>, std::vector<std::string>, std::vector<std::string>,
+                   std::vector<std::string>>>;
 
 /// How to run one extension.
 struct supervisor_config {

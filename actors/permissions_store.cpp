@@ -33,9 +33,19 @@ void reload(self_ptr self) {
   if (!error.empty()) spdlog::error("{}; every check is denied until it is fixed", error);
   auto snap = compile_for(st.cfg, perms, error, ++st.generation, st.kept);
   st.current = snap;
-  for (const checker_actor& c : st.cfg.checkers) self->send(c, snapshot_atom::value, snap);
-  for (const caf::actor& f : st.followers) caf::anon_send(f, snapshot_atom::value, snap);
   spdlog::debug("permissions reloaded: snapshot generation {}", st.generation);
+  auto to_checkers = [self, snap] {
+    for (const checker_actor& c : self->state.cfg.checkers) self->send(c, snapshot_atom::value, snap);
+  };
+  if (st.followers.empty()) return to_checkers();
+  // The followers first (the kernel follower): a call the checkers allow under the new rules
+  // reaches its extension after the extension's new profile is on its way to it, never in
+  // the profile before (a review). Then the checkers, whatever the followers answered.
+  auto left = std::make_shared<std::size_t>(st.followers.size());
+  for (const caf::actor& f : st.followers)
+    self->request(f, std::chrono::seconds(5), snapshot_atom::value, snap)
+        .then([left, to_checkers](bool) { if (--*left == 0) to_checkers(); },
+              [left, to_checkers](caf::error&) { if (--*left == 0) to_checkers(); });
 }
 
 }  // namespace

@@ -95,6 +95,8 @@ struct kernel_entry {
   std::string tmp;                    // its private temp dir
   std::vector<std::string> program;   // its argv, without the launcher
   std::vector<std::string> argv;      // what it was last started with (launcher and program)
+  std::vector<std::string> env_full, env_scrubbed;  // its environment with secrets:env, without
+  std::vector<std::string> env;       // what it was last started with
   policy::capability_set granted;     // what the profile it runs in allows
   policy::capability_set extra;       // allowed for the session by a serve client's `always`
   actors::supervisor_actor supervisor;
@@ -169,11 +171,17 @@ void follow_approvals(kernel_follower_ptr self) {
     caf::anon_send(k.host_api, actors::reconfine_atom::value, name, argv);
     argv.insert(argv.end(), e.program.begin(), e.program.end());
     // Only added: should the launcher refuse the new profile, the extension goes on in this one.
-    std::vector<std::string> fallback;
-    if (want.contains_all(e.granted)) fallback = e.argv;
+    std::vector<std::string> fallback_argv, fallback_env;
+    if (want.contains_all(e.granted)) {
+      fallback_argv = e.argv;
+      fallback_env = e.env;
+    }
+    std::vector<std::string> env = want.contains(policy::capability::secrets_env) ? e.env_full : e.env_scrubbed;
     spdlog::info("extension {}: what it may do changed; it starts again in a new sandbox profile", name);
     e.argv = argv;
-    caf::anon_send(e.supervisor, actors::reconfine_atom::value, std::move(argv), std::move(fallback));
+    e.env = env;
+    caf::anon_send(e.supervisor, actors::reconfine_atom::value, std::move(argv), std::move(env),
+                   std::move(fallback_argv), std::move(fallback_env));
     e.granted = want;
   }
   if (holds_them) k.good = k.snapshot;
@@ -182,10 +190,13 @@ void follow_approvals(kernel_follower_ptr self) {
 caf::behavior kernel_follower_behavior(kernel_follower_ptr self, std::shared_ptr<kernel_follower_state> init) {
   self->state = std::move(*init);
   return {
+      // The store asks before it gives the checkers a new snapshot: the answer comes once each
+      // extension's new profile is on its way to its supervisor.
       [=](actors::snapshot_atom, policy::snapshot_ptr& snap) {
-        if (!snap || (self->state.snapshot && snap->generation < self->state.snapshot->generation)) return;
+        if (!snap || (self->state.snapshot && snap->generation < self->state.snapshot->generation)) return true;
         self->state.snapshot = std::move(snap);
         follow_approvals(self);
+        return true;
       },
       // serve: the client answered `always` for `capability` of `extension`; replies once the
       // extension's new profile is on its way (its next call runs in it).
@@ -511,9 +522,18 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   std::vector<std::string> argv = spawns.launcher;
   argv.insert(argv.end(), sc.argv.begin(), sc.argv.end());
   sc.argv = std::move(argv);
-  std::erase_if(sc.env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
-  sc.env.push_back("TMPDIR=" + tmp);
-  if (!sc.launcher_tag.empty()) sc.env.push_back("DHARA_LAUNCH_TAG=" + sc.launcher_tag);  // the launcher takes it out
+  auto confined_env = [&](std::vector<std::string> env) {
+    std::erase_if(env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
+    env.push_back("TMPDIR=" + tmp);
+    if (!sc.launcher_tag.empty()) env.push_back("DHARA_LAUNCH_TAG=" + sc.launcher_tag);  // the launcher takes it out
+    return env;
+  };
+  sc.env = confined_env(std::move(sc.env));
+  kept.env = sc.env;
+  // Both environments, for when secrets:env is approved or revoked in the session (a review:
+  // a revoke restarted the extension with every variable still set).
+  kept.env_full = confined_env(extension_environment(name, true, environ));
+  kept.env_scrubbed = confined_env(extension_environment(name, false, environ));
   // The kernel refuses a start whose arguments and environment together pass ARG_MAX; that
   // happens only with a profile of tens of thousands of paths, said here with its cause
   // rather than as execve's "argument list too long". (A spawn adds its own argv to this.)

@@ -291,6 +291,37 @@ def test_a_pending_capability_is_asked_of_the_client():
         s.close()
 
 
+def test_a_revoke_reaches_the_kernel_through_a_cancelled_call_and_takes_the_environment_too():
+    # A call cancelled while the extension waited to start again in its new profile left it
+    # waiting for ever in the old one, every later call hanging; and a revoked secrets:env
+    # restarted it with every variable still set (a review of the change).
+    s = Server()
+    try:
+        s.env["MYSECRET"] = "hunter2"
+        s.restart_with_quiet({"capabilities": ["filesystem:read", "secrets:env"]},
+                             approved=("filesystem:read", "secrets:env"))
+        call = lambda tool: s.wait_for(s.request("tools/call", {"tool": "quiet/" + tool, "input": {"cwd": s.project}}))[0]
+        assert call("look")["result"]["content"][0]["text"].startswith("read: done")
+        assert call("secret")["result"]["content"][0]["text"] == "hunter2"
+        if not sandboxed():
+            print("note: no Landlock here, the kernel side is not tested")
+            return
+        slow = s.request("tools/call", {"tool": "quiet/slow", "input": {}, "toolCallId": "slow-1"})
+        time.sleep(0.3)
+        s.cli("config", "permissions", "revoke", "quiet", "filesystem:read")
+        time.sleep(1.0)  # the session has read the file: the extension waits for the slow call
+        s.send({"jsonrpc": "2.0", "method": "tools/cancel", "params": {"toolCallId": "slow-1"}})
+        assert s.wait_for(slow)[0]["error"]["code"] == -32004
+        assert call("look")["result"]["content"][0]["text"].startswith("read: PermissionError")
+        s.cli("config", "permissions", "revoke", "quiet", "secrets:env")
+        deadline = time.monotonic() + 20
+        while (text := call("secret")["result"]["content"][0]["text"]) != "None":
+            assert time.monotonic() < deadline, f"MYSECRET still set 20 s after the revoke: {text}"
+            time.sleep(0.1)
+    finally:
+        s.close()
+
+
 def test_a_pending_capability_is_not_the_kernels_under_serve():
     # Under serve the kernel had every declared capability not denied: an extension read and
     # wrote the project and connected out through a tool declaring none, never asked about, and
@@ -346,7 +377,8 @@ def test_a_revoked_capability_leaves_the_kernel_too():
 
 
 QUIET = r'''
-import json, sys
+import json, os, sys
+slow = {}
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 for raw in sys.stdin:
@@ -358,7 +390,19 @@ for raw in sys.stdin:
               "tools": [{"name": "look", "description": "reads a.txt itself", "inputSchema": {"type": "object"},
                          "capabilities": []},
                         {"name": "spawn", "description": "has dhara spawn cat a.txt", "inputSchema": {"type": "object"},
-                         "capabilities": []}]}})
+                         "capabilities": []},
+                        {"name": "slow", "description": "answers once cancelled", "inputSchema": {"type": "object"},
+                         "capabilities": []},
+                        {"name": "secret", "description": "MYSECRET from its environment",
+                         "inputSchema": {"type": "object"}, "capabilities": []}]}})
+    elif m["method"] == "tools/execute" and m["params"].get("toolName") == "slow":
+        slow[m["params"]["toolCallId"]] = m["id"]  # answered when cancelled
+    elif m["method"] == "tools/cancel":
+        if (i := slow.pop(m["params"]["toolCallId"], None)) is not None:
+            send({"jsonrpc": "2.0", "id": i, "error": {"code": -32004, "message": "cancelled"}})
+    elif m["method"] == "tools/execute" and m["params"].get("toolName") == "secret":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text",
+              "text": str(os.environ.get("MYSECRET"))}]}})
     elif m["method"] == "tools/execute" and m["params"].get("toolName") == "spawn":
         # host/process/spawn of `cat a.txt`: the program runs in this extension's sandbox.
         cwd = m["params"]["input"]["cwd"]
