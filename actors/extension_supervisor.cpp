@@ -87,10 +87,10 @@ struct supervisor_state {
   bool alive = false;             // the current process runs
   bool stopping = false;          // shutdown requested
   bool expected_exit = false;     // dhara killed it (cancel, timeout): restart without counting
+                                  // and, from the SIGTERM on, new calls wait for the next process
   bool reconfining = false;       // a new argv waits for the calls in flight to end (reconfine)
   std::vector<std::string> fallback_argv;  // the argv before a reconfine that only adds, until it starts
   std::vector<std::string> fallback_env;   // and its environment
-                                  // and, from the SIGTERM on, new calls wait for the next process
   std::int64_t next_id = 0;
   std::int64_t init_id = 0;
   std::int64_t started_at = 0;
