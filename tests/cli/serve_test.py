@@ -46,11 +46,8 @@ class Server(harness.RpcClient):
                                 start_new_session=True)
         super().__init__(proc, lambda: "got %r" % self.buffer)
 
-    def restart_with_host_client(self):
-        """Installs host-client (it makes host API requests) and starts the server again, which
-        reads its config anew; then initializes it."""
-        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(self.dh, "extensions", "host-client"),
-                        dirs_exist_ok=True)
+    def restart(self):
+        """Starts the server again, which reads its config anew; then initializes it."""
         self.proc.kill()
         self.proc.wait()
         self.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=self.project, env=self.env,
@@ -59,9 +56,16 @@ class Server(harness.RpcClient):
         self.buffer = b""
         self.initialize()
 
+    def restart_with_host_client(self):
+        """Installs host-client (it makes host API requests) and starts the server again, which
+        reads its config anew; then initializes it."""
+        shutil.copytree(os.path.join(EXTENSIONS, "host-client"), os.path.join(self.dh, "extensions", "host-client"),
+                        dirs_exist_ok=True)
+        self.restart()
+
     def restart_with_quiet(self, manifest, approved=()):
-        """Installs `quiet` (QUIET below: tools `look` and `spawn`, which declare no capability)
-        with `manifest` merged in, approves `approved`, and starts the server again."""
+        """Installs `quiet` (QUIET below: tools `look`, `spawn`, `slow` and `secret`, which declare
+        no capability) with `manifest` merged in, approves `approved`, and starts the server again."""
         ext = os.path.join(self.dh, "extensions", "quiet")
         os.makedirs(ext)
         with open(os.path.join(ext, "manifest.json"), "w") as f:
@@ -71,13 +75,7 @@ class Server(harness.RpcClient):
             f.write(QUIET)
         for capability in approved:
             self.cli("config", "permissions", "approve", "quiet", capability)
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = subprocess.Popen([DHARA, "serve", "--stdio"], cwd=self.project, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
-        self.buffer = b""
-        self.initialize()
+        self.restart()
 
     def host_request(self, method, params, on_question=None, answer="allow"):
         """Has host-client make one host API request, answering `answer` ("allow": this once) to
