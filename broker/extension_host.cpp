@@ -125,8 +125,7 @@ std::string launcher_for(const kernel_follower_state& k, const policy::policy_sn
   policy::sandbox_inputs in = sandbox::sandbox_inputs_here(snap, ext, e.exe, e.tmp);
   in.granted = granted;
   policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
-  const bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
-  if (std::string blocker = io::launch_blocker(k.kernel, needs_masks); !blocker.empty())
+  if (std::string blocker = io::launch_blocker(k.kernel, profile.needs_mounts()); !blocker.empty())
     return "the OS sandbox cannot be applied: " + blocker;
   if (std::string link = sandbox::replaceable_link(profile, k.links); !link.empty()) return link;
   out = policy::launcher_argv_inline(k.launcher, profile, {});
@@ -494,8 +493,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   // allows at call time is allowed to dhara's checks and host requests only.)
   policy::sandbox_inputs in = sandbox::sandbox_inputs_here(snap, ext, exe, tmp);
   policy::sandbox_profile profile = policy::compute_sandbox_profile(in);
-  bool needs_masks = !profile.mask.empty() || !profile.mask_globs.empty() || !profile.read_only.empty();
-  if (std::string blocker = io::launch_blocker(*kernel_, needs_masks); !blocker.empty()) return refuse(blocker);
+  if (std::string blocker = io::launch_blocker(*kernel_, profile.needs_mounts()); !blocker.empty()) return refuse(blocker);
   for (const std::string& u : profile.unenforced) spdlog::debug("extension {}: {}", name, u);
   if (!guarded_links_) guarded_links_ = sandbox::links_to_guard(snap);
   if (std::string link = sandbox::replaceable_link(profile, *guarded_links_); !link.empty())
@@ -513,8 +511,6 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   kept.tmp = tmp;
   kept.program = sc.argv;
   kept.granted = in.granted;
-  kept.argv = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
-  kept.argv.insert(kept.argv.end(), sc.argv.begin(), sc.argv.end());
   // The extension and the programs it has dhara spawn start through the same launcher argv
   // (the profile serialized once).
   spawns.launcher = policy::launcher_argv_inline(options_.sandbox_launcher, profile, {});
@@ -522,6 +518,7 @@ std::string extension_host::confine(actors::supervisor_config& sc, const policy:
   std::vector<std::string> argv = spawns.launcher;
   argv.insert(argv.end(), sc.argv.begin(), sc.argv.end());
   sc.argv = std::move(argv);
+  kept.argv = sc.argv;
   auto confined_env = [&](std::vector<std::string> env) {
     std::erase_if(env, [](const std::string& kv) { return kv.starts_with("TMPDIR=") || kv.starts_with("DHARA_LAUNCH_TAG="); });
     env.push_back("TMPDIR=" + tmp);

@@ -62,6 +62,9 @@ struct sandbox_profile {
   /// each: the fail-closed rules and `dhara doctor` may show them.
   std::vector<std::string> unenforced;
   bool operator==(const sandbox_profile&) const = default;
+  /// Whether the launcher mounts anything (masks, read-only paths): it then needs a user
+  /// and mount namespace.
+  bool needs_mounts() const { return !mask.empty() || !mask_globs.empty() || !read_only.empty(); }
 };
 
 /// The files of /etc every extension may read (SANDBOX.md "Rules that worked").

@@ -312,10 +312,7 @@ def test_a_revoke_reaches_the_kernel_through_a_cancelled_call_and_takes_the_envi
         assert s.wait_for(slow)[0]["error"]["code"] == -32004
         assert call("look")["result"]["content"][0]["text"].startswith("read: PermissionError")
         s.cli("config", "permissions", "revoke", "quiet", "secrets:env")
-        deadline = time.monotonic() + 20
-        while (text := call("secret")["result"]["content"][0]["text"]) != "None":
-            assert time.monotonic() < deadline, f"MYSECRET still set 20 s after the revoke: {text}"
-            time.sleep(0.1)
+        within(20, "MYSECRET not gone after the revoke", lambda: call("secret")["result"]["content"][0]["text"] == "None")
     finally:
         s.close()
 
@@ -355,21 +352,13 @@ def test_a_revoked_capability_leaves_the_kernel_too():
             print("note: no Landlock here, the kernel side is not tested")
             return
         s.cli("config", "permissions", "revoke", "quiet", "filesystem:read")
-        deadline = time.monotonic() + 20
-        while True:
-            text = look()["result"]["content"][0]["text"]
-            if text.startswith("read: PermissionError"):
-                break
-            assert time.monotonic() < deadline, f"still reading 20 s after the revoke: {text}"
-            time.sleep(0.1)
+        within(20, "still reading after the revoke",
+               lambda: look()["result"]["content"][0]["text"].startswith("read: PermissionError"))
         # A program it has dhara spawn is confined as it is now, not as it was at the start.
         assert "alpha" not in spawned()["result"]["content"][0]["text"]
         # And an approval given meanwhile reaches it the same way.
         s.cli("config", "permissions", "approve", "quiet", "filesystem:read")
-        deadline = time.monotonic() + 20
-        while not look()["result"]["content"][0]["text"].startswith("read: done"):
-            assert time.monotonic() < deadline, "not reading 20 s after the approval"
-            time.sleep(0.1)
+        within(20, "not reading after the approval", lambda: look()["result"]["content"][0]["text"].startswith("read: done"))
     finally:
         s.close()
 
@@ -425,6 +414,14 @@ for raw in sys.stdin:
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"status": "ok"}})
         break
 '''
+
+
+def within(limit, what, done, pause=0.1):
+    """Calls done() until it returns true; fails naming `what` after `limit` seconds."""
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, f"{what} within {limit} s"
+        time.sleep(pause)
 
 
 def sandboxed():
