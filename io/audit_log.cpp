@@ -610,20 +610,17 @@ std::optional<error> audit_log::sync_with_disk() {
   return std::nullopt;
 }
 
-// audit.jsonl becomes audit.1.jsonl, older files shift up one, those past `keep` go, and a
-// new empty audit.jsonl is opened. Called with the lock held.
+// audit.jsonl becomes audit.1.jsonl, older files shift up one, and a new empty audit.jsonl is
+// opened. Nothing is deleted here: files past `keep` go once the whole batch is written
+// (prune), so a batch that fails after a rotation can be taken back (undo_rotations) with
+// every older file still there. Called with the lock held.
 std::optional<error> audit_log::rotate() {
   auto numbers = rotated_numbers(dir_);
   if (!numbers) return numbers.err();
-  const std::uint64_t keep = std::max<std::uint32_t>(options_.keep, 1);
   // Oldest first, so every rename targets a free name; a crash in between leaves a gap in
   // the numbers, never two files out of order.
   for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     const std::string from = join(dir_, rotated_name(*it));
-    if (*it >= keep) {
-      if (::unlink(from.c_str()) != 0 && errno != ENOENT) return io_error("delete the old audit file", from, errno);
-      continue;
-    }
     const std::string to = join(dir_, rotated_name(*it + 1));
     if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) return io_error("rename", from, errno);
   }
@@ -654,6 +651,107 @@ std::optional<error> audit_log::rotate() {
   size_ = 0;
   // The renames and the new name must survive power loss like the lines do.
   if (options_.durability == policy::audit_durability::fsync) return sync_dir();
+  return std::nullopt;
+}
+
+// Deletes the rotated files numbered past `keep`: before a batch that rotates (what an
+// earlier prune could not delete; failing then refuses the batch before anything is written)
+// and after it. Called with the lock held.
+std::optional<error> audit_log::prune() {
+  auto numbers = rotated_numbers(dir_);
+  if (!numbers) return numbers.err();
+  const std::uint64_t keep = std::max<std::uint32_t>(options_.keep, 1);
+  for (auto it = numbers->rbegin(); it != numbers->rend() && *it > keep; ++it) {
+    const std::string name = join(dir_, rotated_name(*it));
+    if (::unlink(name.c_str()) != 0 && errno != ENOENT) return io_error("delete the old audit file", name, errno);
+  }
+  return std::nullopt;
+}
+
+// A batch failed after a rotation began: its lines before the failure sit in files renamed
+// since, and older files were shifted. Puts the trail back as it was before the batch, so
+// that an append is all or nothing and the trail never says "allowed" for a decision the
+// failure denied. The file the batch began in (found by identity: renames keep it) is cut
+// back to its size then and named audit.jsonl again; rotated files newer than it hold only
+// this batch's lines and go; older ones get their numbers back. Rotations delete nothing
+// (prune does, after a batch), so no older file is lost. Called with the lock held; when it
+// cannot be done, every later append is refused until the log is reopened.
+std::optional<error> audit_log::undo_rotations() {
+  if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
+  auto fail = [&](const std::string& why) {
+    broken_ = "the lines of a failed audit batch could not be taken back (" + why + "); reopen the audit log";
+    return make_error(errc::invalid_value, broken_);
+  };
+  auto numbers = rotated_numbers(dir_);
+  if (!numbers) return fail(numbers.err().message);
+  auto began_in = [&](const std::string& name) {
+    struct stat st;
+    return ::lstat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           static_cast<std::uint64_t>(st.st_ino) == append_start_.ino &&
+           static_cast<std::uint64_t>(st.st_dev) == append_start_.dev;
+  };
+  std::uint64_t start = 0;  // its number; 0: it is still audit.jsonl
+  if (!began_in(path_)) {
+    const auto it = std::find_if(numbers->begin(), numbers->end(),
+                                 [&](std::uint64_t n) { return began_in(join(dir_, rotated_name(n))); });
+    if (it == numbers->end()) return fail("the file it began in is gone");
+    start = *it;
+  }
+  const std::string start_name = start == 0 ? path_ : join(dir_, rotated_name(start));
+  int fd = fd_;
+  if (ino_ != append_start_.ino || dev_ != append_start_.dev) {
+    fd = ::open(start_name.c_str(), O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0) return fail("cannot open " + start_name + ": " + errno_text(errno));
+  }
+  auto failed = [&](const std::string& why) {
+    if (fd != fd_) ::close(fd);
+    return fail(why);
+  };
+  // Cut first: from then on every state a crash could leave is one chain (the batch's newer
+  // files go newest first, the names come back oldest last).
+  int rc;
+  do rc = ::ftruncate(fd, static_cast<off_t>(append_start_.size));
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) return failed("cannot cut " + start_name + ": " + errno_text(errno));
+  std::vector<std::uint64_t> older;
+  for (const std::uint64_t n : *numbers) {
+    if (start != 0 && n < start) {
+      const std::string name = join(dir_, rotated_name(n));
+      if (::unlink(name.c_str()) != 0 && errno != ENOENT) return failed("cannot delete " + name + ": " + errno_text(errno));
+    } else if (n != start) {
+      older.push_back(n);
+    }
+  }
+  if (start != 0 && ::rename(start_name.c_str(), path_.c_str()) != 0) {
+    return failed("cannot rename " + start_name + ": " + errno_text(errno));
+  }
+  // Ascending, each to the lowest free number: 1, 2, … as before the batch.
+  std::uint64_t next = 1;
+  for (const std::uint64_t n : older) {
+    if (n != next) {
+      const std::string from = join(dir_, rotated_name(n));
+      if (::rename(from.c_str(), join(dir_, rotated_name(next)).c_str()) != 0) {
+        return failed("cannot rename " + from + ": " + errno_text(errno));
+      }
+    }
+    ++next;
+  }
+  if (fd != fd_) {
+    close_fd(fd_);
+    fd_ = fd;
+  }
+  current_ = {};
+  ino_ = append_start_.ino;
+  dev_ = append_start_.dev;
+  size_ = append_start_.size;
+  last_seq_ = append_start_.seq;
+  std::memcpy(last_hash_, append_start_.hash.data(), sizeof last_hash_);
+  if (options_.durability == policy::audit_durability::fsync) {
+    do rc = ::fdatasync(fd_);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) return fail("cannot sync " + path_ + ": " + errno_text(errno));
+    if (auto err = sync_dir()) return fail(err->message);
+  }
   return std::nullopt;
 }
 
@@ -798,6 +896,10 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
   // One segment per file, each one write(2). After each, the in-memory chain is what is on
   // disk; only the first segment can be empty (its first line already needs a new file).
   const bool fsync = options_.durability == policy::audit_durability::fsync;
+  const bool rotates = cuts_.size() > 1;
+  if (rotates) {
+    if (auto err = prune()) return std::move(*err);
+  }
   std::size_t begin = 0;
   std::uint64_t written = 0;  // entries of this batch on disk so far
   for (std::size_t i = 0; i < cuts_.size(); ++i) {
@@ -810,10 +912,16 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
     if (!err && end > begin) err = write_segment(begin, end, fsync && !defer);
     if (!err && defer && end > begin) unsynced_ = current_;
     if (err) {
-      if (written > 0) {
-        err->message += "; the batch's first " + std::to_string(written) + " entries (seq " +
-                        std::to_string(last_seq_ - written + 1) + " to " + std::to_string(last_seq_) +
-                        ") were written before it";
+      if (i == 0) return std::move(*err);  // no rotation yet: write_segment cut its lines
+      const std::uint64_t first = last_seq_ - written + 1;
+      if (auto undo = undo_rotations()) {
+        if (written > 0) {
+          err->message += "; the batch's first " + std::to_string(written) + " entries (seq " +
+                          std::to_string(first) + " to " + std::to_string(first + written - 1) +
+                          ") were written before it and stay: " + undo->message;
+        } else {
+          err->message += "; " + undo->message;
+        }
       }
       return std::move(*err);
     }
@@ -824,6 +932,9 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
     }
     begin = end;
   }
+  // What cannot be deleted now is tried again before the next batch that rotates (and that
+  // batch is refused while it still cannot): the lines of this one are written.
+  if (rotates) (void)prune();
   return last_seq_;
 }
 

@@ -99,11 +99,12 @@ class audit_log {
   /// writes them with one write(2) per file (rotating between lines when audit.jsonl would
   /// pass max_bytes), then one fdatasync per file in fsync durability. Returns the last seq
   /// written (last_seq() unchanged for an empty span). On failure (ENOSPC, EFBIG, EIO, a
-  /// failed rotation…) returns an error naming the file and the cause; the bytes of the
-  /// failing file segment are truncated away, and last_seq()/last_hash() describe exactly
-  /// what is on disk, so a later append continues the chain. When a large batch spans a
-  /// rotation, the lines before the failing segment stay written (the error says how many).
-  /// If a failed write cannot be undone, every later append fails until the log is reopened.
+  /// failed rotation…) returns an error naming the file and the cause, and nothing of the
+  /// batch stays written: the failing segment is truncated away and, when the batch spanned
+  /// a rotation, the lines before it are cut and the files get their names back, so the
+  /// trail never holds an entry whose decision the failure refused. last_seq()/last_hash()
+  /// describe exactly what is on disk, so a later append continues the chain. If a failed
+  /// write cannot be undone, every later append fails until the log is reopened.
   ///
   /// With audit_sync::deferred (meaningful in fsync durability only) the lines of the last
   /// file are written but not synced: sync_handle() says what to sync. Segments before a
@@ -175,6 +176,8 @@ class audit_log {
   std::optional<policy::error> recover_tail();
   std::optional<policy::error> sync_with_disk();
   std::optional<policy::error> rotate();
+  std::optional<policy::error> prune();
+  std::optional<policy::error> undo_rotations();
   std::optional<policy::error> write_segment(std::size_t begin, std::size_t end, bool sync);
   bool share_current_file();
   std::optional<policy::error> sync_dir();

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,8 +20,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <future>
 #include <iterator>
 #include <random>
@@ -779,31 +784,184 @@ TEST_CASE("an unwritable place is a clear error", "[io][audit]") {
     CHECK(log.err().message.find("Permission denied") != std::string::npos);
   }
 
-  SECTION("a rotation that cannot happen fails the batch and keeps the chain") {
+  SECTION("an old file that cannot be deleted refuses the next rotating batch, before any line") {
     audit_log log = open_log(dir, {audit_durability::write, 4096, 1});
     append_ok(log, make_entries(0, 5));
-    // A non-empty folder named like the oldest rotated file cannot be deleted.
+    // A non-empty folder named like the oldest rotated file cannot be deleted. Rotations
+    // delete nothing until their batch is written, so the first batch still goes through
+    // (the folder is shifted past keep, and stays) ...
     fs::create_directories(dir.file("audit.1.jsonl") + "/x");
+    append_ok(log, make_entries(5, 10));  // one rotation
+    CHECK(fs::is_directory(dir.file("audit.2.jsonl")));
+    CHECK(log.last_seq() == 15);
+    // ... and the next batch that rotates is refused before it writes a line.
     const std::string before = read_all(log.path());
-    std::vector<audit_entry> more = make_entries(5, 30);
+    const std::string rotated = read_all(dir.file("audit.1.jsonl"));
+    std::vector<audit_entry> more = make_entries(15, 30);
     auto r = log.append(more);
     REQUIRE_FALSE(r);
-    CHECK(r.err().message.find("audit.1.jsonl") != std::string::npos);
-    CHECK(read_all(log.path()).substr(0, before.size()) == before);
-    // Part of the batch (the lines that still fit before the rotation) was written.
-    const std::uint64_t written = lines_of(log.path()).size() - 5;
-    CHECK(log.last_seq() == 5 + written);
-    CHECK(r.err().message.find("first " + std::to_string(written) + " entries") != std::string::npos);
+    CHECK(r.err().message.find("audit.2.jsonl") != std::string::npos);
+    CHECK(read_all(log.path()) == before);
+    CHECK(read_all(dir.file("audit.1.jsonl")) == rotated);
+    CHECK(log.last_seq() == 15);
 
-    fs::remove_all(dir.file("audit.1.jsonl"));
-    std::vector<audit_entry> retry = make_entries(5, 30);
-    CHECK(append_ok(log, retry) == 5 + written + 30);
+    fs::remove_all(dir.file("audit.2.jsonl"));
+    std::vector<audit_entry> retry = make_entries(15, 30);
+    CHECK(append_ok(log, retry) == 45);
     CHECK_FALSE(fs::exists(dir.file("audit.2.jsonl")));  // keep 1
     auto v = verify_audit(dir.str());
     REQUIRE(v);
     CHECK(v->ok);
     CHECK(v->anchored);
     CHECK(python_verify(dir).starts_with("OK "));
+  }
+}
+
+namespace {
+
+// What the children below check, one bit each, so the parent can say which failed.
+enum undo_failure : int {
+  undo_open = 1,
+  undo_limit = 2,              // setrlimit or the tmpfs mount failed
+  undo_append_succeeded = 4,
+  undo_error_text = 8,
+  undo_files_changed = 16,     // a file of the trail is not as before the batch
+  undo_chain_moved = 32,
+  undo_retry_failed = 64,
+  undo_not_verified = 128,
+  undo_skip = 255,             // no mount namespace here: the parent skips, saying why
+};
+
+// Every file of the trail in `dir`, by name, with its bytes.
+std::map<std::string, std::string> trail_files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("audit.") && name.ends_with(".jsonl")) out[name] = read_all(e.path().string());
+  }
+  return out;
+}
+
+// Appends `batch`, which must fail with `cause` in its message and leave every file of the
+// trail as it was; then, with the limit lifted by `lift`, appends it again.
+template <typename Lift>
+int refused_whole(audit_log& log, const std::string& dir, std::vector<audit_entry> batch, std::string_view cause,
+                  Lift lift) {
+  int failures = 0;
+  const auto files = trail_files(dir);
+  const std::uint64_t seq = log.last_seq();
+  const std::string hash(log.last_hash());
+  auto r = log.append(batch);
+  if (r) failures |= undo_append_succeeded;
+  if (!r && (r.err().message.find(cause) == std::string::npos ||
+             r.err().message.find("stay") != std::string::npos)) {
+    failures |= undo_error_text;
+  }
+  if (trail_files(dir) != files) failures |= undo_files_changed;
+  if (log.last_seq() != seq || log.last_hash() != hash) failures |= undo_chain_moved;
+  if (!lift()) return failures | undo_limit;
+  auto retry = log.append(batch);
+  if (!retry || *retry != seq + batch.size()) failures |= undo_retry_failed;
+  auto v = verify_audit(dir);
+  if (!v || !v->ok || v->last_seq != seq + batch.size()) failures |= undo_not_verified;
+  return failures;
+}
+
+// A batch whose first line fits in audit.jsonl (`max_bytes` leaves room for it) and whose
+// later lines go to new files, where the file-size limit (a full disk's stand-in) refuses the
+// `rotations`-th of them.
+int file_too_large_child(const std::string& dir, int rotations, std::uint32_t keep, std::uint64_t max_bytes) {
+  ::signal(SIGXFSZ, SIG_IGN);
+  auto log = audit_log::open(dir, {audit_durability::write, max_bytes, keep});
+  if (!log) return undo_open;
+  rlimit lim{};
+  ::getrlimit(RLIMIT_FSIZE, &lim);
+  const rlimit original = lim;
+  lim.rlim_cur = 5000;
+  if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return undo_limit;
+  std::vector<audit_entry> batch = make_entries(1000, 1 + rotations);
+  // Each later line passes max_bytes with the one before it (a file of its own, under the
+  // limit), the last one passes the limit.
+  for (int i = 1; i <= rotations; ++i) {
+    batch[static_cast<std::size_t>(i)].details = {{"path", "/" + std::string(i == rotations ? 6000 : 3500, 'x')}};
+  }
+  return refused_whole(*log, dir, batch, "File too large", [&] { return ::setrlimit(RLIMIT_FSIZE, &original) == 0; });
+}
+
+// The same when the new audit.jsonl of a rotation cannot be created: a tmpfs of three inodes
+// (its root, audit.lock, audit.jsonl) in a mount namespace of this child's own.
+int no_inode_child(const std::string& dir) {
+  if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return undo_skip;
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return undo_skip;
+  if (::mount("dhara-test", dir.c_str(), "tmpfs", 0, "size=1m,nr_inodes=3,mode=0700") != 0) return undo_skip;
+  auto log = audit_log::open(dir, {audit_durability::write, 4096, 5});
+  if (!log) return undo_open;
+  std::vector<audit_entry> first = make_entries(0, 5);
+  if (!log->append(first)) return undo_open;
+  // 30 lines: the first ones fit in audit.jsonl, the rest would need a new file.
+  return refused_whole(*log, dir, make_entries(5, 30), "No space left on device", [&] {
+    return ::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT, "size=1m,nr_inodes=100,mode=0700") == 0;
+  });
+}
+
+int run_child(const std::function<int()>& child) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(child());  // the test's own limits and mounts stay untouched
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+void check_undo(int failures) {
+  CHECK((failures & undo_open) == 0);
+  CHECK((failures & undo_limit) == 0);
+  CHECK((failures & undo_append_succeeded) == 0);
+  CHECK((failures & undo_error_text) == 0);
+  CHECK((failures & undo_files_changed) == 0);
+  CHECK((failures & undo_chain_moved) == 0);
+  CHECK((failures & undo_retry_failed) == 0);
+  CHECK((failures & undo_not_verified) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a batch that fails after a rotation leaves no line of it, and no file moved", "[io][audit]") {
+  temp_dir dir;
+  SECTION("a new file refuses its lines (a full disk)") {
+    const int rotations = GENERATE(1, 2);
+    const std::uint32_t keep = GENERATE(1u, 5u);
+    CAPTURE(rotations, keep);
+    {
+      // Older files to keep their names: audit.1.jsonl (and audit.2 with keep 5).
+      audit_log log = open_log(dir, {audit_durability::write, 4096, keep});
+      append_ok(log, make_entries(0, 40));
+      append_ok(log, make_entries(40, 2));
+    }
+    const auto before = trail_files(dir.str());
+    REQUIRE(before.contains("audit.1.jsonl"));
+    // Room for the batch's first line in audit.jsonl, not for the next.
+    const std::uint64_t max_bytes = before.at("audit.jsonl").size() + 1000;
+    check_undo(run_child([&] { return file_too_large_child(dir.str(), rotations, keep, max_bytes); }));
+    audit_log log = open_log(dir, {audit_durability::write, 4096, keep});
+    CHECK(log.recovered().empty());
+    CHECK(log.last_seq() == 42 + 1 + static_cast<std::uint64_t>(rotations));
+    auto v = verify_audit(dir.str());
+    REQUIRE(v);
+    CHECK(v->ok);
+    if (keep == 5) {  // the retry deleted nothing either: the oldest file is still there
+      const auto after = trail_files(dir.str());
+      CHECK(std::any_of(after.begin(), after.end(), [&](const auto& f) { return f.second == before.at("audit.1.jsonl"); }));
+    }
+  }
+  SECTION("the new audit.jsonl cannot be created (no inode left)") {
+    const int failures = run_child([&] { return no_inode_child(dir.str()); });
+    if (failures == undo_skip) {
+      WARN("no mount namespace here (unshare or mount refused): the inode-exhaustion case is skipped");
+      return;
+    }
+    check_undo(failures);
   }
 }
 
