@@ -113,6 +113,11 @@ struct supervisor_state {
   std::string outbox;
   std::uint64_t outbox_proc = 0;  // the process they are for
   bool outbox_scheduled = false;  // a wflush is in the mailbox
+  // Host answers waiting for the extension to take what its input holds (write_host_answer),
+  // oldest first, for the current process.
+  std::deque<std::string> held_answers;
+  std::size_t held_bytes = 0;
+  std::int64_t held_retry_at = 0;  // when a delayed wflush tries them again (0: none is on its way)
   // While the replies of one read are handled: their results, sent to each asker together
   // when the read's lines are done (null otherwise: a result goes at once).
   answers_together<call_result, call_results>* together = nullptr;
@@ -190,6 +195,8 @@ void answer_status(self_ptr self) {
 void start_process(self_ptr self) {
   auto& st = self->state;
   ++st.gen;
+  st.held_answers.clear();  // the answers of a process that is gone
+  st.held_bytes = 0;
   st.info.state = extension_state::starting;
   st.alive = true;
   st.expected_exit = false;
@@ -399,6 +406,67 @@ void on_progress(self_ptr self, const json& params) {
   }
 }
 
+// A host answer larger than this once encoded is refused instead: the extension's input
+// holds 64 MiB unread before it is stopped for not reading (io::spawn_request), and one text
+// read of a 16 MiB file can grow to 96 MiB in JSON (a control character is six bytes), which
+// stopped the extension that asked for it. The base64 of the largest file the host API reads
+// (16 MiB: 22.4 MB) fits, and two such answers fit in the input together.
+constexpr std::size_t max_host_answer_bytes = std::size_t{24} << 20;
+
+std::string oversized_answer(const json& id, std::size_t bytes) {
+  return io::encode_error(id, io::rpc_error::tool_error,
+                          "the answer is " + std::to_string(bytes) + " bytes in JSON, more than the " +
+                              std::to_string(max_host_answer_bytes) +
+                              " a host answer may be; read the file with encoding \"base64\" (4/3 of its size)",
+                          json{{"answerBytes", bytes}, {"maxAnswerBytes", max_host_answer_bytes}});
+}
+
+// Host answers go to the extension's input while it holds at most host_answer_room unread
+// (the answer included): an extension that asks for several large files at once takes them
+// one after the other, rather than being stopped for not reading when their sum passes the
+// 64 MiB its input may hold (room is left for calls). Beyond that they wait here, looked at
+// again every 10 ms; an answer that would make more than max_held_answer_bytes wait is
+// refused instead, for the extension to ask again (memory stays bounded).
+constexpr std::size_t host_answer_room = std::size_t{48} << 20;
+constexpr std::size_t max_held_answer_bytes = std::size_t{64} << 20;
+constexpr std::chrono::milliseconds held_answer_look{10};
+
+bool room_for(supervisor_state& st, std::size_t bytes) {
+  return st.loop->queued_bytes(st.proc_id) + st.outbox.size() + bytes <= host_answer_room;
+}
+
+// Writes the host answers that wait, oldest first, as far as there is room; looks again later
+// for the rest.
+void write_held_answers(self_ptr self) {
+  auto& st = self->state;
+  while (!st.held_answers.empty() && room_for(st, st.held_answers.front().size())) {
+    st.held_bytes -= st.held_answers.front().size();
+    write_line(self, std::move(st.held_answers.front()));
+    st.held_answers.pop_front();
+  }
+  if (!st.held_answers.empty() && st.held_retry_at == 0) {
+    st.held_retry_at = now_ms() + held_answer_look.count();
+    self->delayed_send(self, held_answer_look, wflush_atom::value);
+  }
+}
+
+void write_host_answer(self_ptr self, const json& id, std::string line) {
+  auto& st = self->state;
+  if (st.held_answers.empty() && room_for(st, line.size())) return write_line(self, std::move(line));
+  if (st.held_bytes + line.size() > max_held_answer_bytes) {
+    return write_line(self, io::encode_error(id, io::rpc_error::tool_error,
+                                             "the extension has not yet read " + std::to_string(st.held_bytes) +
+                                                 " bytes of earlier host answers, and this answer of " +
+                                                 std::to_string(line.size()) + " would pass the " +
+                                                 std::to_string(max_held_answer_bytes) +
+                                                 " that may wait; ask again once it has read them",
+                                             json{{"answerBytes", line.size()}, {"waitingBytes", st.held_bytes}}));
+  }
+  st.held_bytes += line.size();
+  st.held_answers.push_back(std::move(line));
+  write_held_answers(self);
+}
+
 void on_message(self_ptr self, io::rpc_message& m) {
   if (auto* r = std::get_if<io::rpc_response>(&m)) {
     on_answer(self, r->id, call_result{true, std::move(r->result), 0, {}, nullptr});
@@ -422,8 +490,10 @@ void on_message(self_ptr self, io::rpc_message& m) {
     self->request(st.cfg.host, caf::infinite, host_atom::value, host_request{st.cfg.name, q->method, q->params, call_id})
         .then([self, id, gen](call_result& answer) {
           if (gen != self->state.gen || !self->state.alive) return;
-          write_line(self, answer.ok ? io::encode_result(id, answer.result)
-                                     : io::encode_error(id, answer.code, answer.message, answer.data));
+          std::string line = answer.ok ? io::encode_result(id, answer.result)
+                                       : io::encode_error(id, answer.code, answer.message, answer.data);
+          if (line.size() > max_host_answer_bytes) line = oversized_answer(id, line.size());
+          write_host_answer(self, id, std::move(line));
         });
   }
 }
@@ -573,6 +643,8 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](wflush_atom) {
           self->state.outbox_scheduled = false;
           flush_outbox(self);
+          if (self->state.held_retry_at != 0 && now_ms() >= self->state.held_retry_at) self->state.held_retry_at = 0;
+          write_held_answers(self);
         },
         [=](reconfine_atom, std::vector<std::string>& argv, std::vector<std::string>& env,
             std::vector<std::string>& fallback_argv, std::vector<std::string>& fallback_env) {

@@ -1,6 +1,7 @@
 // The libuv loop thread and its extension processes (see event_loop.hpp).
 #include "io/event_loop.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -134,11 +135,12 @@ struct event_loop::impl {
   }
 
   // One queued write is finished (written, failed or dropped).
-  void write_done(std::uint64_t id) {
+  void write_done(std::uint64_t id, std::size_t bytes) {
     auto in = self->find_stdin(id);
     if (!in) return;
     std::lock_guard<std::mutex> guard{in->lock};
     if (in->queued > 0) --in->queued;
+    in->queued_bytes -= std::min(in->queued_bytes, bytes);
   }
 
   void maybe_report(proc* p) {
@@ -351,12 +353,12 @@ struct event_loop::impl {
 
   void do_write(std::uint64_t id, std::string bytes) {
     proc* p = find(id);
-    if (!p || p->reported || uv_is_closing(reinterpret_cast<uv_handle_t*>(&p->in))) return write_done(id);
+    if (!p || p->reported || uv_is_closing(reinterpret_cast<uv_handle_t*>(&p->in))) return write_done(id, bytes.size());
     auto* stream = reinterpret_cast<uv_stream_t*>(&p->in);
     if (uv_stream_get_write_queue_size(stream) + bytes.size() > p->req.max_write_queue_bytes) {
       violation(p, "it does not read its input (more than " + std::to_string(p->req.max_write_queue_bytes) +
                        " bytes queued)");
-      return write_done(id);
+      return write_done(id, bytes.size());
     }
     struct write_req {
       uv_write_t req;
@@ -368,12 +370,13 @@ struct event_loop::impl {
     uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
     int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int) {
       auto* done = reinterpret_cast<write_req*>(r);
-      done->owner->write_done(done->id);
+      done->owner->write_done(done->id, done->data.size());
       delete done;
     });
     if (rc < 0) {  // the exit report follows
+      const std::size_t size = w->data.size();
       delete w;
-      write_done(id);
+      write_done(id, size);
     }
   }
 
@@ -509,7 +512,15 @@ void event_loop::write(std::uint64_t id, std::string bytes) {
     // (or sees the error and the exit report follows).
   }
   ++in->queued;
+  in->queued_bytes += bytes.size();
   post([this, id, b = std::move(bytes)]() mutable { impl_->do_write(id, std::move(b)); });
+}
+
+std::size_t event_loop::queued_bytes(std::uint64_t id) {
+  auto in = find_stdin(id);
+  if (!in) return 0;
+  std::lock_guard<std::mutex> guard{in->lock};
+  return in->queued_bytes;
 }
 
 void event_loop::signal(std::uint64_t id, int signum) {

@@ -80,6 +80,9 @@ class event_loop {
   void signal(std::uint64_t id, int signum);
   /// Kills the process group with SIGKILL and reports `reason` as a violation in its exit.
   void kill_for_violation(std::uint64_t id, std::string reason);
+  /// Bytes written to the process's stdin (by write) that it has not taken yet, the pipe's
+  /// own 64 KiB aside: what counts against max_write_queue_bytes. 0 once its stdin is closed.
+  std::size_t queued_bytes(std::uint64_t id);
   /// Starts reading stdout again after read_credit paused it.
   void resume_reading(std::uint64_t id);
 
@@ -124,6 +127,7 @@ class event_loop {
     std::mutex lock;
     int fd = -1;
     std::size_t queued = 0;
+    std::size_t queued_bytes = 0;  // their bytes
   };
   std::shared_ptr<stdin_state> find_stdin(std::uint64_t id);
   std::unique_ptr<impl> impl_;

@@ -929,5 +929,53 @@ def test_a_project_named_with_glob_characters_is_allowed_by_name():
         s.close()
 
 
+
+def test_large_host_reads_at_once_are_taken_in_turn_and_an_answer_too_large_in_text_says_so():
+    """Four base64 reads of 16 MiB files asked at once (89 MB of answers) used to pass the
+    64 MiB the extension's input may hold, and the extension was stopped for not reading; a text
+    read of a 12 MiB file of control characters (72 MB in JSON) too. The answers now wait their
+    turn, an answer over 24 MiB says to read in base64, and more than may wait is refused for
+    the extension to ask again: it is never stopped."""
+    s = Server()
+    try:
+        s.restart_with_host_client()
+        size = 16 << 20
+        for i in range(6):
+            with open(os.path.join(s.project, f"big{i}.bin"), "wb") as f:
+                f.write(os.urandom(size))
+        with open(os.path.join(s.project, "control.txt"), "wb") as f:
+            f.write(b"\x01" * (12 << 20))
+
+        def at_once(requests):
+            call = s.request("tools/call", {"tool": "host", "input": {"requests": requests}})
+            while True:
+                m = s.read()
+                assert m is not None, "EOF before the answer"
+                if m.get("method") == "approval/request":
+                    s.answer(m, "allow")
+                    continue
+                assert m.get("id") == call and "result" in m, m
+                return json.loads(m["result"]["content"][0]["text"])
+
+        def reads(count):
+            return at_once([{"method": "host/fs/read", "params": {"path": f"big{i}.bin", "encoding": "base64"}}
+                            for i in range(count)])
+
+        b64 = 4 * ((size + 2) // 3)
+        assert reads(4) == [{"contentLength": b64}] * 4
+        six = reads(6)
+        read = [a for a in six if a == {"contentLength": b64}]
+        refused = [a for a in six if a != {"contentLength": b64}]
+        assert len(read) >= 4, six
+        for a in refused:
+            assert a["error"]["code"] == -32001 and "ask again" in a["error"]["message"], a
+        text, _ = s.host_request("host/fs/read", {"path": "control.txt"})
+        assert text["error"]["code"] == -32001 and 'encoding "base64"' in text["error"]["message"], text
+        assert text["error"]["data"]["answerBytes"] > 24 << 20, text
+        as_b64 = at_once([{"method": "host/fs/read", "params": {"path": "control.txt", "encoding": "base64"}}])
+        assert as_b64 == [{"contentLength": 4 * (((12 << 20) + 2) // 3)}], as_b64
+    finally:
+        s.close()
+
 if __name__ == "__main__":
     harness.run(globals())

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # host-client: test extension for the host API — tool `host` {method, params} sends that host
-# request to dhara in the middle of the call and returns dhara's whole answer as JSON text.
+# request to dhara in the middle of the call and returns dhara's whole answer as JSON text;
+# with {requests: [{method, params}, …]} it sends them all at once.
 import json
 import sys
 
@@ -26,6 +27,24 @@ for raw in lines:
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": id_, "result": {
             "protocolVersion": "0.1.0", "name": "host-client", "version": "1.0.0", "tools": TOOLS}})
+    elif method == "tools/execute" and params.get("toolName") == "host" and "requests" in params.get("input", {}):
+        # Several requests sent at once; the answer says of each what came back (an error, or
+        # the length of a read's content), not the content itself.
+        pending = {}
+        for r in params["input"]["requests"]:
+            next_host_id += 1
+            hid = f"h{next_host_id}"
+            pending[hid] = len(pending)
+            send({"jsonrpc": "2.0", "id": hid, "method": r.get("method"), "params": r.get("params", {})})
+        answers = [None] * len(pending)
+        for line in lines:
+            m = json.loads(line)
+            if m.get("id") in pending and ("result" in m or "error" in m):
+                answers[pending.pop(m["id"])] = (
+                    {"error": m["error"]} if "error" in m else {"contentLength": len(m["result"].get("content", ""))})
+                if not pending:
+                    break
+        send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": json.dumps(answers)}]}})
     elif method == "tools/execute" and params.get("toolName") == "host":
         inp = params.get("input", {})
         next_host_id += 1
