@@ -610,21 +610,26 @@ std::optional<error> audit_log::sync_with_disk() {
   return std::nullopt;
 }
 
-// audit.jsonl becomes audit.1.jsonl, older files shift up one, and a new empty audit.jsonl is
-// opened. Nothing is deleted here: files past `keep` go once the whole batch is written
-// (prune), so a batch that fails after a rotation can be taken back (undo_rotations) with
-// every older file still there. Called with the lock held.
-std::optional<error> audit_log::rotate() {
+// Older files shift up `by` numbers, oldest first, so every rename targets a free name (a
+// crash in between leaves a gap in the numbers, never two files out of order): the names
+// 1 … `by` are then free for the batch's rotations, each file renamed once.
+std::optional<error> audit_log::shift_rotated(std::uint64_t by) {
   auto numbers = rotated_numbers(dir_);
   if (!numbers) return numbers.err();
-  // Oldest first, so every rename targets a free name; a crash in between leaves a gap in
-  // the numbers, never two files out of order.
   for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     const std::string from = join(dir_, rotated_name(*it));
-    const std::string to = join(dir_, rotated_name(*it + 1));
+    const std::string to = join(dir_, rotated_name(*it + by));
     if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) return io_error("rename", from, errno);
   }
-  const std::string first = join(dir_, rotated_name(1));
+  return std::nullopt;
+}
+
+// audit.jsonl becomes audit.<number>.jsonl (a name shift_rotated freed) and a new empty
+// audit.jsonl is opened. Nothing is deleted here: files past `keep` go once the whole batch is
+// written (prune), so a batch that fails after a rotation can be taken back (undo_rotations)
+// with every older file still there. Called with the lock held.
+std::optional<error> audit_log::rotate(std::uint64_t number) {
+  const std::string first = join(dir_, rotated_name(number));
   if (::rename(path_.c_str(), first.c_str()) != 0) return io_error("rotate", path_, errno);
   const int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (fd < 0) {
@@ -663,43 +668,76 @@ std::optional<error> audit_log::prune() {
   const std::uint64_t keep = std::max<std::uint32_t>(options_.keep, 1);
   for (auto it = numbers->rbegin(); it != numbers->rend() && *it > keep; ++it) {
     const std::string name = join(dir_, rotated_name(*it));
-    if (::unlink(name.c_str()) != 0 && errno != ENOENT) return io_error("delete the old audit file", name, errno);
+    if (::unlink(name.c_str()) != 0 && errno != ENOENT) {
+      return make_error(errc::invalid_value,
+                        "cannot delete the old audit file " + name + ": " + errno_text(errno) +
+                            "; rotation deletes the files past security.audit.keep, so no batch that rotates is "
+                            "written until it is moved out of " + dir_);
+    }
   }
   return std::nullopt;
 }
 
-// A batch failed after a rotation began: its lines before the failure sit in files renamed
+// A batch failed after its rotations began: its lines before the failure sit in files renamed
 // since, and older files were shifted. Puts the trail back as it was before the batch, so
 // that an append is all or nothing and the trail never says "allowed" for a decision the
 // failure denied. The file the batch began in (found by identity: renames keep it) is cut
-// back to its size then and named audit.jsonl again; rotated files newer than it hold only
-// this batch's lines and go; older ones get their numbers back. Rotations delete nothing
-// (prune does, after a batch), so no older file is lost. Called with the lock held; when it
-// cannot be done, every later append is refused until the log is reopened.
+// back to its size then and named audit.jsonl again; the files newer than it hold only this
+// batch's lines and go; older ones get their numbers back. Rotations delete nothing (prune
+// does, after a batch), so no older file is lost. The batch's lines go newest first, so a
+// crash at any step leaves one chain (ending in a prefix of the batch). Called with the lock
+// held; when it cannot be done, every later append is refused until the log is reopened.
 std::optional<error> audit_log::undo_rotations() {
   if (!broken_.empty()) return make_error(errc::invalid_value, broken_);
   auto fail = [&](const std::string& why) {
-    broken_ = "the lines of a failed audit batch could not be taken back (" + why + "); reopen the audit log";
+    broken_ = "the lines of a failed audit batch could not be taken back (" + why +
+              "); reopen the audit log (start dhara again), which continues the chain from what is on disk";
     return make_error(errc::invalid_value, broken_);
   };
   auto numbers = rotated_numbers(dir_);
   if (!numbers) return fail(numbers.err().message);
-  auto began_in = [&](const std::string& name) {
+  auto is_file = [&](const std::string& name, std::uint64_t ino, std::uint64_t dev) {
     struct stat st;
-    return ::lstat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           static_cast<std::uint64_t>(st.st_ino) == append_start_.ino &&
-           static_cast<std::uint64_t>(st.st_dev) == append_start_.dev;
+    return ::lstat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_ino) == ino &&
+           static_cast<std::uint64_t>(st.st_dev) == dev;
   };
-  std::uint64_t start = 0;  // its number; 0: it is still audit.jsonl
-  if (!began_in(path_)) {
-    const auto it = std::find_if(numbers->begin(), numbers->end(),
-                                 [&](std::uint64_t n) { return began_in(join(dir_, rotated_name(n))); });
+  const bool on_start = ino_ == append_start_.ino && dev_ == append_start_.dev;
+  std::uint64_t start = 0;  // the number it has now; 0: it is still audit.jsonl
+  if (!is_file(path_, append_start_.ino, append_start_.dev)) {
+    const auto it = std::find_if(numbers->begin(), numbers->end(), [&](std::uint64_t n) {
+      return is_file(join(dir_, rotated_name(n)), append_start_.ino, append_start_.dev);
+    });
     if (it == numbers->end()) return fail("the file it began in is gone");
     start = *it;
+    // audit.jsonl is the batch's own (a new file, or one a failed rotation put back).
+    if (on_start || !is_file(path_, ino_, dev_)) return fail(path_ + " is not the file this writer has open");
+  } else if (!on_start) {
+    return fail(path_ + " is not the file this writer has open");
+  }
+  const bool fsync = options_.durability == policy::audit_durability::fsync;
+  int rc;
+  if (start != 0) {
+    do rc = ::ftruncate(fd_, 0);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) return fail("cannot empty " + path_ + ": " + errno_text(errno));
+  }
+  std::vector<std::uint64_t> older;
+  for (const std::uint64_t n : *numbers) {  // ascending: the batch's newest file first
+    if (start != 0 && n < start) {
+      const std::string name = join(dir_, rotated_name(n));
+      if (::unlink(name.c_str()) != 0 && errno != ENOENT) return fail("cannot delete " + name + ": " + errno_text(errno));
+    } else if (n != start) {
+      older.push_back(n);
+    }
+  }
+  // The deletions reach the disk before the cut: never a cut start file followed by the
+  // batch's later lines.
+  if (fsync) {
+    if (auto err = sync_dir()) return fail(err->message);
   }
   const std::string start_name = start == 0 ? path_ : join(dir_, rotated_name(start));
   int fd = fd_;
-  if (ino_ != append_start_.ino || dev_ != append_start_.dev) {
+  if (start != 0) {
     fd = ::open(start_name.c_str(), O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0) return fail("cannot open " + start_name + ": " + errno_text(errno));
   }
@@ -707,34 +745,16 @@ std::optional<error> audit_log::undo_rotations() {
     if (fd != fd_) ::close(fd);
     return fail(why);
   };
-  // Cut first: from then on every state a crash could leave is one chain (the batch's newer
-  // files go newest first, the names come back oldest last).
-  int rc;
   do rc = ::ftruncate(fd, static_cast<off_t>(append_start_.size));
   while (rc != 0 && errno == EINTR);
   if (rc != 0) return failed("cannot cut " + start_name + ": " + errno_text(errno));
-  std::vector<std::uint64_t> older;
-  for (const std::uint64_t n : *numbers) {
-    if (start != 0 && n < start) {
-      const std::string name = join(dir_, rotated_name(n));
-      if (::unlink(name.c_str()) != 0 && errno != ENOENT) return failed("cannot delete " + name + ": " + errno_text(errno));
-    } else if (n != start) {
-      older.push_back(n);
-    }
+  if (fsync) {
+    do rc = ::fdatasync(fd);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) return failed("cannot sync " + start_name + ": " + errno_text(errno));
   }
   if (start != 0 && ::rename(start_name.c_str(), path_.c_str()) != 0) {
     return failed("cannot rename " + start_name + ": " + errno_text(errno));
-  }
-  // Ascending, each to the lowest free number: 1, 2, … as before the batch.
-  std::uint64_t next = 1;
-  for (const std::uint64_t n : older) {
-    if (n != next) {
-      const std::string from = join(dir_, rotated_name(n));
-      if (::rename(from.c_str(), join(dir_, rotated_name(next)).c_str()) != 0) {
-        return failed("cannot rename " + from + ": " + errno_text(errno));
-      }
-    }
-    ++next;
   }
   if (fd != fd_) {
     close_fd(fd_);
@@ -746,10 +766,18 @@ std::optional<error> audit_log::undo_rotations() {
   size_ = append_start_.size;
   last_seq_ = append_start_.seq;
   std::memcpy(last_hash_, append_start_.hash.data(), sizeof last_hash_);
-  if (options_.durability == policy::audit_durability::fsync) {
-    do rc = ::fdatasync(fd_);
-    while (rc != 0 && errno == EINTR);
-    if (rc != 0) return fail("cannot sync " + path_ + ": " + errno_text(errno));
+  // Ascending, each to the lowest free number: 1, 2, … as before the batch.
+  std::uint64_t next = 1;
+  for (const std::uint64_t n : older) {
+    if (n != next) {
+      const std::string from = join(dir_, rotated_name(n));
+      if (::rename(from.c_str(), join(dir_, rotated_name(next)).c_str()) != 0) {
+        return fail("cannot rename " + from + ": " + errno_text(errno));
+      }
+    }
+    ++next;
+  }
+  if (fsync) {
     if (auto err = sync_dir()) return fail(err->message);
   }
   return std::nullopt;
@@ -896,32 +924,30 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
   // One segment per file, each one write(2). After each, the in-memory chain is what is on
   // disk; only the first segment can be empty (its first line already needs a new file).
   const bool fsync = options_.durability == policy::audit_durability::fsync;
-  const bool rotates = cuts_.size() > 1;
-  if (rotates) {
+  const std::uint64_t rotations = cuts_.size() - 1;
+  if (rotations > 0) {
     if (auto err = prune()) return std::move(*err);
+    if (auto err = shift_rotated(rotations)) {
+      if (auto undo = undo_rotations()) err->message += "; " + undo->message;  // the names back
+      return std::move(*err);
+    }
   }
   std::size_t begin = 0;
   std::uint64_t written = 0;  // entries of this batch on disk so far
   for (std::size_t i = 0; i < cuts_.size(); ++i) {
     const auto [end, end_seq] = cuts_[i];
     std::optional<error> err;
-    if (i > 0) err = rotate();
+    if (i > 0) err = rotate(rotations - i + 1);  // the oldest of the batch's files first
     // Only the last file's sync can wait: a rotated file is never written again.
     const bool last = i + 1 == cuts_.size();
     const bool defer = fsync && last && sync == audit_sync::deferred && share_current_file();
     if (!err && end > begin) err = write_segment(begin, end, fsync && !defer);
     if (!err && defer && end > begin) unsynced_ = current_;
     if (err) {
-      if (i == 0) return std::move(*err);  // no rotation yet: write_segment cut its lines
-      const std::uint64_t first = last_seq_ - written + 1;
+      if (i == 0 && rotations == 0) return std::move(*err);  // write_segment cut its lines
       if (auto undo = undo_rotations()) {
-        if (written > 0) {
-          err->message += "; the batch's first " + std::to_string(written) + " entries (seq " +
-                          std::to_string(first) + " to " + std::to_string(first + written - 1) +
-                          ") were written before it and stay: " + undo->message;
-        } else {
-          err->message += "; " + undo->message;
-        }
+        err->message += "; " + std::string(written > 0 ? "some of the batch's lines may stay written: " : "") +
+                        undo->message;
       }
       return std::move(*err);
     }
@@ -934,7 +960,7 @@ policy::result<std::uint64_t> audit_log::append(std::span<const policy::audit_li
   }
   // What cannot be deleted now is tried again before the next batch that rotates (and that
   // batch is refused while it still cannot): the lines of this one are written.
-  if (rotates) (void)prune();
+  if (rotations > 0) (void)prune();
   return last_seq_;
 }
 

@@ -175,7 +175,8 @@ class audit_log {
   std::optional<policy::error> open_current();
   std::optional<policy::error> recover_tail();
   std::optional<policy::error> sync_with_disk();
-  std::optional<policy::error> rotate();
+  std::optional<policy::error> shift_rotated(std::uint64_t by);
+  std::optional<policy::error> rotate(std::uint64_t number);
   std::optional<policy::error> prune();
   std::optional<policy::error> undo_rotations();
   std::optional<policy::error> write_segment(std::size_t begin, std::size_t end, bool sync);
