@@ -136,7 +136,59 @@ struct audit_log_options {
   bool follow = false;        ///< after the listing, stream new entries until SIGINT/SIGTERM
 };
 
-// "1h", "30m", "2d", "45s" → an ISO timestamp that long ago; an ISO time is taken as is.
+// An ISO 8601 time as people type it → milliseconds since the epoch: a date (YYYY-MM-DD),
+// or a date and a time ('T' or a space between; HH:MM, HH:MM:SS or HH:MM:SS.fraction) with a
+// zone (Z, +HH:MM, -HHMM…) or none (UTC, as the trail writes its timestamps). nullopt for
+// anything else, an impossible date or time included.
+std::optional<std::int64_t> parse_iso_time(std::string_view s) {
+  std::size_t i = 0;
+  auto number = [&](int width, int& out) {
+    if (i + static_cast<std::size_t>(width) > s.size()) return false;
+    out = 0;
+    for (int k = 0; k < width; ++k, ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      out = out * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  auto take = [&](char c) {
+    if (i >= s.size() || s[i] != c) return false;
+    ++i;
+    return true;
+  };
+  int year = 0, month = 0, day = 0;
+  if (!number(4, year) || !take('-') || !number(2, month) || !take('-') || !number(2, day)) return std::nullopt;
+  const std::chrono::year_month_day date{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+                                         std::chrono::day{static_cast<unsigned>(day)}};
+  if (!date.ok()) return std::nullopt;
+  std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::sys_days{date}.time_since_epoch()).count();
+  if (i == s.size()) return ms;
+  if (!take('T') && !take('t') && !take(' ')) return std::nullopt;
+  int hour = 0, minute = 0, second = 0, millis = 0;
+  if (!number(2, hour) || !take(':') || !number(2, minute)) return std::nullopt;
+  if (take(':')) {
+    if (!number(2, second)) return std::nullopt;
+    if (take('.') || take(',')) {
+      const std::size_t first = i;
+      for (int scale = 100; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, scale /= 10) millis += (s[i] - '0') * scale;
+      if (i == first) return std::nullopt;
+    }
+  }
+  if (hour > 23 || minute > 59 || second > 59) return std::nullopt;
+  ms += ((hour * 60 + minute) * 60 + second) * std::int64_t{1000} + millis;
+  if (i == s.size()) return ms;
+  if (take('Z') || take('z')) return i == s.size() ? std::optional<std::int64_t>(ms) : std::nullopt;
+  const int sign = take('+') ? 1 : take('-') ? -1 : 0;
+  int zone_hours = 0, zone_minutes = 0;
+  if (sign == 0 || !number(2, zone_hours)) return std::nullopt;
+  take(':');
+  if (!number(2, zone_minutes) || i != s.size() || zone_hours > 23 || zone_minutes > 59) return std::nullopt;
+  return ms - sign * (zone_hours * 60 + zone_minutes) * std::int64_t{60000};
+}
+
+// "1h", "30m", "2d", "45s" → the trail's timestamp that long ago; an ISO time → the trail's
+// timestamp of that instant (the trail's timestamps, all alike, compare as text).
 std::optional<std::string> since_timestamp(const std::string& text) {
   if (text.empty()) return std::nullopt;
   char unit = text.back();
@@ -148,7 +200,7 @@ std::optional<std::string> since_timestamp(const std::string& text) {
     auto now = io::wall_clock_ms();
     return policy::format_timestamp(now - seconds * 1000);
   }
-  if (text.size() >= 10 && text[4] == '-' && text[7] == '-') return text;  // ISO date or time
+  if (auto ms = parse_iso_time(text)) return policy::format_timestamp(*ms);
   return std::nullopt;
 }
 
@@ -599,7 +651,7 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
   if (!o.since.empty()) {
     filter.since = since_timestamp(o.since);
     if (!filter.since) {
-      std::fprintf(stderr, "dhara: --since '%s' is not a duration (30s, 15m, 1h, 2d) or an ISO time\n", o.since.c_str());
+      std::fprintf(stderr, "dhara: --since '%s' is not a duration (30s, 15m, 1h, 2d) or an ISO time (2026-12-07, 2026-12-07T14:30, 2026-12-07T14:30:00+01:00); give one of those\n", o.since.c_str());
       return 2;
     }
   }

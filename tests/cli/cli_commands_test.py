@@ -6,6 +6,7 @@ hand-written permissions.json in the seed's shape.
 Usage: cli_commands_test.py DHARA_BINARY EXAMPLES_DEMO_DIR
 Prints `N passed, M failed` last; exits 1 on any failure.
 """
+import datetime
 import json
 import os
 import shutil
@@ -173,6 +174,20 @@ def test_audit_log_lists_filters_and_verifies():
     assert len(out.splitlines()) == 4, out
     code, _, err = h.dhara("doctor", "--audit-log", "--since", "yesterday")
     assert code == 2 and "--since" in err, err
+    # An ISO time is an instant, compared as one: a zone is taken into account, and a date or
+    # time that cannot be is refused rather than compared as text.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    plus5 = datetime.timezone(datetime.timedelta(hours=5))
+    for since, lines in [((now - datetime.timedelta(hours=1)).astimezone(plus5).strftime("%Y-%m-%dT%H:%M:%S+05:00"), 4),
+                         ((now + datetime.timedelta(hours=1)).astimezone(plus5).strftime("%Y-%m-%dT%H:%M:%S+05:00"), 1),
+                         ((now - datetime.timedelta(minutes=30)).strftime("%Y-%m-%d %H:%M"), 4),
+                         ((now + datetime.timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S.250Z"), 1),
+                         ("2000-01-01", 4)]:
+        code, out, _ = h.dhara("doctor", "--audit-log", "--since", since)
+        assert code == 0 and len(out.splitlines()) == lines, (since, out)
+    for bad in ["2026-13-01", "2026-02-30", "2026-12-07T25:00", "2026-12-07x", "2026-12-07T10:00+5"]:
+        code, _, err = h.dhara("doctor", "--audit-log", "--since", bad)
+        assert code == 2 and "is not a duration" in err and "ISO time" in err, (bad, err)
     code, out, _ = h.dhara("doctor", "--audit-log", "--verify")
     assert (code, out) == (0, "audit trail OK: 3 lines in 1 file, seq 1 to 3\n"), (code, out)
     # An edited field breaks the chain at that line; a removed line breaks the sequence.
