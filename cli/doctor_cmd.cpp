@@ -663,8 +663,14 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     waiter = std::make_unique<follow_waiter>(dir);
   }
 
-  // Keep the last N matching lines while streaming through every file.
-  std::deque<std::pair<std::string, json>> kept;
+  // The last N matching lines, kept (raw) while streaming through every file. With -n 0 every
+  // matching line is printed as it is read instead, in bounded memory, the table's columns
+  // fixed as --follow's are (a trail of 150 MB held parsed took 1.1 GB).
+  const bool stream = o.limit == 0;
+  const bool terminal = ::isatty(1) == 1;
+  audit_table table(terminal, style::for_stdout(), o.follow || stream);
+  std::deque<std::string> kept;
+  std::size_t matched = 0;
   std::size_t unreadable = 0;
   // With --extension, the names the trail holds (a few hundred at most are kept), so that a
   // name no entry carries (a typo) is told apart from entries that do not match.
@@ -680,12 +686,27 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
       if (const std::string name = field(*parsed, "extension"); !name.empty()) named.insert(name);
     if (filter.matches(*parsed)) take(raw, *parsed);
   };
+  const auto print_now = [&](std::string_view raw, const json& line, bool first) {
+    if (o.json) {
+      std::fwrite(raw.data(), 1, raw.size(), stdout);
+      std::fputc('\n', stdout);
+      return;
+    }
+    const audit_row row = table.cells(line);
+    if (first) {
+      table.measure(row);  // the time's width: every timestamp has it
+      table.print_header();
+    }
+    table.print_row(row);
+  };
   trail_reader reader(dir);
   reader.read_all(
       [&](std::string_view raw) {
         select(raw, [&](std::string_view r, json& line) {
-          kept.emplace_back(std::string(r), std::move(line));
-          if (o.limit && kept.size() > o.limit) kept.pop_front();
+          ++matched;
+          if (stream) return print_now(r, line, matched == 1);
+          kept.emplace_back(r);
+          if (kept.size() > o.limit) kept.pop_front();
         });
       },
       !o.follow);
@@ -696,7 +717,7 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     std::fprintf(stderr, "dhara: warning: %zu audit %s not JSON; run 'dhara doctor --audit-log --verify'\n", unreadable,
                  unreadable == 1 ? "line is" : "lines are");
 
-  if (kept.empty() && !o.extension.empty() && !named.contains(o.extension)) {
+  if (matched == 0 && !o.extension.empty() && !named.contains(o.extension)) {
     std::vector<std::string> shown;  // printable: a crafted line cannot reach the terminal raw
     for (const std::string& n : named) shown.push_back(policy::printable_excerpt(n));
     std::vector<std::string_view> names(shown.begin(), shown.end());
@@ -705,24 +726,26 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
                  policy::did_you_mean(o.extension, names).c_str());
   }
 
-  const bool terminal = ::isatty(1) == 1;
-  audit_table table(terminal, style::for_stdout(), o.follow);
+  if (matched == 0 && !o.follow && !o.json) {
+    std::printf("No audit entries%s.\n", o.extension.empty() && !o.denied_only && o.since.empty() ? "" : " match");
+    return 0;
+  }
   if (o.json) {
-    for (const auto& [raw, line] : kept) {
+    for (const std::string& raw : kept) {
       std::fwrite(raw.data(), 1, raw.size(), stdout);
       std::fputc('\n', stdout);
     }
-  } else if (kept.empty() && !o.follow) {
-    std::printf("No audit entries%s.\n", o.extension.empty() && !o.denied_only && o.since.empty() ? "" : " match");
-    return 0;
-  } else {
+  } else if (!stream) {
     std::vector<audit_row> rows;
-    for (const auto& [raw, line] : kept) {
-      rows.push_back(table.cells(line));
+    for (const std::string& raw : kept) {
+      auto line = policy::parse_json_text(raw, "");  // it parsed when it was kept
+      rows.push_back(table.cells(line ? *line : json::object()));
       table.measure(rows.back());
     }
     table.print_header();
     for (const audit_row& r : rows) table.print_row(r);
+  } else if (matched == 0) {
+    table.print_header();  // following an empty listing
   }
   if (!o.follow) return 0;
 

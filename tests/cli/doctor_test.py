@@ -334,6 +334,53 @@ def test_audit_lines_that_are_not_json_are_counted_in_a_warning():
     h.close()
 
 
+def vm_hwm_kib(pid):
+    """The process's peak resident memory so far (from its exec on), in KiB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_every_entry_with_n_0_is_listed_as_read_in_bounded_memory():
+    """-n 0 lists every entry. It held every line parsed first: 1.1 GB for a trail of 152 MB
+    (a review). Now each is printed as it is read; the table's columns are fixed as --follow's."""
+    h = Home()
+    for verb in ["revoke", "approve"]:
+        h.change(verb)
+    path = os.path.join(h.dh, "audit.jsonl")
+    first, second = open(path).read().splitlines(keepends=True)
+    count = 200_000  # ~60 MB: listing does not verify, so the same lines will do
+    with open(path, "w") as f:
+        for _ in range(count // 2):
+            f.write(first)
+            f.write(second)
+    size_mib = os.path.getsize(path) >> 20
+    sanitized = b"libasan" in open(DHARA, "rb").read()
+    for args, lines in [(["--json"], count), ([], count + 1)]:
+        p = subprocess.Popen([DHARA, "doctor", "--audit-log", "-n", "0", *args], cwd=h.project, env=h.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        seen, head, peak_kib = 0, b"", 0
+        for line in p.stdout:
+            if seen < 2:
+                head += line
+            seen += 1
+            if seen == lines * 9 // 10:  # doctor waits to write the rest (megabytes): it still runs
+                peak_kib = vm_hwm_kib(p.pid)
+        err = p.stderr.read()
+        assert p.wait() == 0 and seen == lines, (args, p.returncode, seen, err)
+        if args:
+            assert json.loads(head.splitlines()[0])["action"] == "denied", head
+        else:
+            assert head.startswith(b"TIME") and b"hello" in head.splitlines()[1], head
+        peak_mib = peak_kib >> 10
+        assert peak_kib > 0, "VmHWM was not read"
+        print(f"     -n 0 {' '.join(args) or '(table)'}: {seen} lines of a {size_mib} MiB trail, peak RSS {peak_mib} MiB")
+        if not sanitized:  # AddressSanitizer's quarantine alone holds 256 MiB
+            assert peak_mib < 48, f"doctor took {peak_mib} MiB to list a {size_mib} MiB trail"
+    h.close()
+
+
 def test_an_untrusted_project_loosening_is_a_warning():
     h = Home()
     Home.write_json(os.path.join(h.project, ".dhara", "config.json"), {"security": {"level": "yolo"}})
