@@ -1,5 +1,7 @@
 // `dhara run --calls FILE|-`: the headless batch (auto mode).
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -23,17 +25,41 @@
 namespace dhara::cli {
 namespace {
 
-// Reads all of stdin (the batch) with a size limit.
-bool read_stdin(std::string& out) {
+// The most calls one batch reads (a file, stdin or a pipe).
+constexpr std::size_t max_calls_bytes = io::max_state_file_bytes * 16;
+
+// Reads all the calls from `fd`: a file, stdin, a pipe or a FIFO (`--calls <(…)`). "" or why
+// they could not be read.
+std::string read_calls(int fd, std::string& out) {
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(0, buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) return true;
+    if (n < 0) return std::strerror(errno);
+    if (n == 0) return {};
+    if (out.size() + static_cast<std::size_t>(n) > max_calls_bytes) {
+      return "they are more than " + std::to_string(max_calls_bytes >> 20) + " MiB; split them into several batches";
+    }
     out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > io::max_state_file_bytes * 16) return false;
   }
+}
+
+// The calls of `--calls FILE`: a regular file, or what a FIFO or `<(…)` (/dev/fd/N) carries.
+// "" or one sentence saying why not and what to give instead.
+std::string read_calls_file(const std::string& path, std::string& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    return "cannot open " + path + ": " + std::strerror(err) +
+           (err == ENOENT ? "; give a file of calls, one JSON object a line, or - for stdin" : "");
+  }
+  struct stat st;
+  std::string why;
+  if (::fstat(fd, &st) != 0) why = "cannot look at " + path + ": " + std::strerror(errno);
+  else if (S_ISDIR(st.st_mode)) why = path + " is a folder; give a file of calls, one JSON object a line";
+  else if (std::string e = read_calls(fd, out); !e.empty()) why = "cannot read the calls from " + path + ": " + e;
+  ::close(fd);
+  return why;
 }
 
 }  // namespace
@@ -55,17 +81,13 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   }
   std::string text;
   if (calls_file == "-") {
-    if (!read_stdin(text)) {
-      std::fprintf(stderr, "dhara: cannot read the calls from stdin: %s\n", std::strerror(errno));
+    if (std::string why = read_calls(0, text); !why.empty()) {
+      std::fprintf(stderr, "dhara: cannot read the calls from stdin: %s\n", why.c_str());
       return 2;
     }
-  } else {
-    auto t = io::read_text_file(calls_file, io::max_state_file_bytes * 16);
-    if (!t) {
-      std::fprintf(stderr, "dhara: --calls: %s\n", t.err().message.c_str());
-      return 2;
-    }
-    text = std::move(*t);
+  } else if (std::string why = read_calls_file(calls_file, text); !why.empty()) {
+    std::fprintf(stderr, "dhara: --calls: %s\n", why.c_str());
+    return 2;
   }
   auto calls = broker::parse_batch(text);  // usage errors are found before any extension starts
   int rc = 0;

@@ -130,6 +130,38 @@ def test_an_ignore_pattern_cannot_be_met_by_a_dot_dot_or_a_link():
         h.close()
 
 
+def test_calls_come_from_a_fifo_or_a_process_substitution_and_a_folder_is_refused():
+    # (Here for this file's home.) `--calls <(…)` and a FIFO were refused with a state file's
+    # advice (a review): the calls are read from whatever the path opens, a folder is refused.
+    h = Home()
+    try:
+        line = json.dumps({"id": "r", "tool": "fs-tool/read", "input": {"path": "src/auth.ts"}}) + "\n"
+        read_end, write_end = os.pipe()  # what bash's <(…) hands over: /dev/fd/N
+        os.write(write_end, line.encode())
+        os.close(write_end)
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", f"/dev/fd/{read_end}"], env=h.env,
+                             cwd=h.project, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                             pass_fds=[read_end])
+        os.close(read_end)
+        assert out.returncode == 0 and json.loads(out.stdout)["status"] == "ok", out.stdout + out.stderr
+        fifo = os.path.join(h.root, "calls.fifo")
+        os.mkfifo(fifo)
+        proc = subprocess.Popen([DHARA, "--no-prompt", "run", "--calls", fifo], env=h.env, cwd=h.project,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        with open(fifo, "w") as f:
+            f.write(line)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and json.loads(stdout)["status"] == "ok", stdout + stderr
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", h.project], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 2 and out.stderr == f"dhara: --calls: {h.project} is a folder; give a file of calls, one JSON object a line\n", out.stderr
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "none.jsonl"], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 2 and "cannot open none.jsonl: No such file or directory; give a file" in out.stderr, out.stderr
+    finally:
+        h.close()
+
+
 def test_a_call_input_of_megabytes_leaves_a_trail_the_next_session_continues():
     # (Here for this file's home.) A 9 MB path of U+2028 (18 MB escaped) made an audit line
     # longer than dhara's readers take: verify called the trail broken and every later
