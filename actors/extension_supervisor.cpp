@@ -636,6 +636,12 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
             on_exit(self, {});
             return rp;
           }
+          // A process still in its handshake has answered nothing: it gets SIGTERM at once, not a
+          // shutdown request and the grace (an interrupted start waited 5 s on a hung one).
+          if (s.info.state == extension_state::starting) {
+            self->send(self, killstep_atom::value, s.gen, std::int64_t{0}, 1);
+            return rp;
+          }
           write_line(self, io::encode_request(++s.next_id, "shutdown", json::object()));
           self->delayed_send(self, milliseconds(s.cfg.cancel_grace_ms), killstep_atom::value, s.gen, std::int64_t{0}, 1);
           return rp;

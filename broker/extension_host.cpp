@@ -395,20 +395,32 @@ void extension_host::start() {
   caf::scoped_actor self{sys_};
   const auto handshake = std::chrono::milliseconds(actors::supervisor_config{}.handshake_ms);
   const auto deadline = std::chrono::steady_clock::now() + handshake + std::chrono::seconds(1);
+  // In slices of 100 ms when a signal may end the wait (a Ctrl-C was read only once the
+  // batch ran, up to the whole handshake later): a slice that times out is asked again.
+  const auto slice = std::chrono::milliseconds(options_.interrupted ? 100 : handshake.count() + 1000);
   for (const std::string& name : started) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    self->request(supervisors_.at(name), std::max(left, std::chrono::milliseconds(1)), actors::status_atom::value)
-        .receive([&](actors::extension_info& info) { infos_.push_back(std::move(info)); },
-                 [&](caf::error& err) {
-                   actors::extension_info info;
-                   info.name = name;
-                   info.state = actors::extension_state::failed;
-                   info.reason = err == caf::sec::request_timeout
-                                     ? "it was not ready within " + std::to_string(handshake.count() / 1000) +
-                                           " s (its initialize failed or hung); its tools are not available in this session"
-                                     : sys_.render(err);
-                   infos_.push_back(std::move(info));
-                 });
+    for (bool answered = false; !answered;) {
+      if (options_.interrupted && (interrupted_ = options_.interrupted()) != 0) return;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto wait = std::clamp(left, std::chrono::milliseconds(1), slice);
+      self->request(supervisors_.at(name), wait, actors::status_atom::value)
+          .receive([&](actors::extension_info& info) {
+                     infos_.push_back(std::move(info));
+                     answered = true;
+                   },
+                   [&](caf::error& err) {
+                     if (err == caf::sec::request_timeout && left > wait) return;  // the next slice
+                     actors::extension_info info;
+                     info.name = name;
+                     info.state = actors::extension_state::failed;
+                     info.reason = err == caf::sec::request_timeout
+                                       ? "it was not ready within " + std::to_string(handshake.count() / 1000) +
+                                             " s (its initialize failed or hung); its tools are not available in this session"
+                                       : sys_.render(err);
+                     infos_.push_back(std::move(info));
+                     answered = true;
+                   });
+    }
   }
   std::sort(infos_.begin(), infos_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::vector<policy::audit_entry> refusals;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,10 @@ struct host_options {
   /// it with its profile unless the level is yolo. Empty: extensions run without an OS
   /// sandbox — only for the library's own tests; every dhara command sets it.
   std::string sandbox_launcher;
+  /// Looked at every 100 ms while the session waits for the extensions' handshakes: a signal
+  /// number (Ctrl-C) ends the wait, and start() returns with interrupted() set. Empty: the
+  /// wait is not interrupted.
+  std::function<int()> interrupted;
 };
 
 struct kernel_follower_state;  // what the kernel follower keeps (extension_host.cpp)
@@ -82,6 +87,8 @@ class extension_host {
   void start();
   /// True when the user answered `q` to a prompt: the session ends with exit code 130.
   bool quit_requested() const { return quit_; }
+  /// The signal that ended start()'s wait for the handshakes (host_options::interrupted), or 0.
+  int interrupted() const { return interrupted_; }
   /// Every extension's state, in name order (after start()).
   const std::vector<actors::extension_info>& extensions() const { return infos_; }
   /// Extensions that were not loaded, with the reason.
@@ -147,6 +154,7 @@ class extension_host {
   caf::actor kernel_follower_;
   bool stopped_ = false;
   bool quit_ = false;
+  int interrupted_ = 0;  // the signal that ended the wait for the handshakes
 };
 
 }  // namespace dhara::broker

@@ -94,6 +94,7 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   session_options so;
   so.session_id = "batch-" + std::to_string(::getpid());
   interrupt_watch interrupts;  // before the actor system starts its threads
+  so.interrupted = [&interrupts] { return interrupts.take(); };
   auto s = open_session(g, rc, so);
   if (!s) return rc;
   broker::batch_options opts;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -58,10 +59,18 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code, c
   // (actors/scheduler.cpp).
   actors::use_dhara_scheduler(s->cfg, 2);
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
-  s->host = std::make_unique<broker::extension_host>(*s->sys, s->policy, broker::host_options{options.prompt_at_load, options.session_id, sandbox::launcher_path()});
+  s->host = std::make_unique<broker::extension_host>(
+      *s->sys, s->policy,
+      broker::host_options{options.prompt_at_load, options.session_id, sandbox::launcher_path(), options.interrupted});
   s->host->start();
   if (s->host->quit_requested()) {
     exit_code = 130;  // the user quit at a prompt
+    return nullptr;
+  }
+  if (int sig = s->host->interrupted()) {
+    std::fprintf(stderr, "dhara: %s while the extensions started; no call ran\n",
+                 sig == SIGTERM ? "stopped (SIGTERM)" : "interrupted");
+    exit_code = sig == SIGTERM ? 143 : 130;
     return nullptr;
   }
   for (const auto& info : s->host->extensions())

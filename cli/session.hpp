@@ -2,6 +2,7 @@
 // an actor system tuned for this machine, and the extension host.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@ struct session_options {
   bool prompt_at_load = true;       ///< ask about pending capabilities on the terminal at load
   std::string* error = nullptr;     ///< set: the failure sentence goes here instead of stderr
   std::string session_id;           ///< for the audit entries of host requests (see host_options)
+  std::function<int()> interrupted;  ///< a signal that ends the wait for the extensions (host_options)
 };
 
 /// Loads the policy and starts every extension. On failure prints one sentence to stderr and

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (the shared runner beside this file)
-from fault_support import DHARA, GUARD, Home, Serve, gone_from, read_audit  # noqa: E402
+from fault_support import DHARA, GUARD, Home, Serve, gone_from, read_audit, running_under  # noqa: E402
 
 AUDIT_FAILED = "the audit log cannot be written"
 
@@ -173,6 +173,41 @@ def file_size_limit(limit):
     def apply():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return apply
+
+
+def test_ctrl_c_while_an_extension_hangs_in_its_handshake_ends_the_run_at_once():
+    """Ctrl-C (or SIGTERM) during the start was read only once the batch ran: with an extension
+    hanging in initialize, after the whole 10 s handshake. It ends the wait now: exit 130 or
+    143, no call ran, every extension stopped."""
+    for sig, code in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
+        h = Home()
+        try:
+            h.add("hang-init")
+            h.add_checked_echo("echo-0")
+            calls = os.path.join(h.root, "calls.jsonl")
+            with open(calls, "w") as f:
+                f.write(json.dumps({"tool": "echo-0/echo", "input": {"text": "never"}}) + "\n")
+            proc = subprocess.Popen([DHARA, "--no-prompt", "run", "--calls", calls], cwd=h.project, env=h.env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)
+            # Once hang-init runs, the session waits for its handshake.
+            deadline = time.monotonic() + GUARD
+            while not running_under(os.path.join(h.dh, "extensions", "hang-init")):
+                assert time.monotonic() < deadline and proc.poll() is None, "hang-init never started"
+                time.sleep(0.05)
+            sent = time.monotonic()
+            os.kill(proc.pid, sig)
+            out, err = proc.communicate(timeout=GUARD)
+            waited = time.monotonic() - sent
+            assert proc.returncode == code and out == b"", (proc.returncode, out, err)
+            assert b"while the extensions started; no call ran" in err, err
+            # A hang guard, not a speed target: the handshake alone lasts 10 s.
+            assert waited < 8, f"the run ended {waited:.1f} s after the signal"
+            left = gone_from(os.path.join(h.dh, "extensions"))
+            assert not left, f"extensions left running: {left}"
+            print(f"     {signal.Signals(sig).name}: exit {code} {waited:.2f} s after the signal")
+        finally:
+            h.close()
 
 
 def test_disk_full_fails_closed_then_auditing_resumes_in_the_next_session():
