@@ -118,6 +118,9 @@ struct supervisor_state {
   std::deque<std::string> held_answers;
   std::size_t held_bytes = 0;
   std::int64_t held_retry_at = 0;  // when a delayed wflush tries them again (0: none is on its way)
+  std::size_t host_in_flight = 0;       // the current process's host requests not yet answered
+  std::int64_t denial_window_start = 0;  // its denied host requests: since when they are counted
+  std::size_t denials_in_window = 0;     // and how many
   // While the replies of one read are handled: their results, sent to each asker together
   // when the read's lines are done (null otherwise: a result goes at once).
   answers_together<call_result, call_results>* together = nullptr;
@@ -197,6 +200,7 @@ void start_process(self_ptr self) {
   ++st.gen;
   st.held_answers.clear();  // the answers of a process that is gone
   st.held_bytes = 0;
+  st.host_in_flight = 0;  // answers to a process that is gone are dropped uncounted
   st.info.state = extension_state::starting;
   st.alive = true;
   st.expected_exit = false;
@@ -467,6 +471,27 @@ void write_host_answer(self_ptr self, const json& id, std::string line) {
   write_held_answers(self);
 }
 
+// Host requests of one process in flight at once, queries (host/check) included; more are
+// refused before any check (not audited: no decision was made), as the host API refuses a
+// 17th operation. With the denial budget below it bounds what an extension with no capability
+// can write into the audit trail: a flood of denied host/checks wrote ~600 MB in 32 s and
+// rotated earlier sessions' entries away (a review).
+constexpr std::size_t max_host_in_flight = 64;
+// More denied host requests than this within the window stop the process as misbehaving (a
+// protocol violation: it restarts as after a crash, and is marked failed after max_restarts).
+constexpr std::size_t max_host_denials = 1000;
+constexpr std::int64_t host_denial_window_ms = 10000;
+
+// Counts one denied host request; true when the process passed the budget.
+bool denial_flood(supervisor_state& st) {
+  const std::int64_t now = now_ms();
+  if (now - st.denial_window_start > host_denial_window_ms) {
+    st.denial_window_start = now;
+    st.denials_in_window = 0;
+  }
+  return ++st.denials_in_window > max_host_denials;
+}
+
 void on_message(self_ptr self, io::rpc_message& m) {
   if (auto* r = std::get_if<io::rpc_response>(&m)) {
     on_answer(self, r->id, call_result{true, std::move(r->result), 0, {}, nullptr});
@@ -483,13 +508,34 @@ void on_message(self_ptr self, io::rpc_message& m) {
                                         json{{"method", q->method}}));
       return;
     }
+    if (st.host_in_flight >= max_host_in_flight) {
+      write_line(self, io::encode_error(q->id, io::rpc_error::tool_error,
+                                        q->method + ": " + std::to_string(max_host_in_flight) +
+                                            " host requests of this extension are in flight already; send the next "
+                                            "when one is answered"));
+      return;
+    }
+    ++st.host_in_flight;
     std::string call_id;
     if (st.calls.size() == 1) call_id = st.calls.begin()->second.tool_call_id;  // the call it belongs to
     json id = q->id;
     std::uint64_t gen = st.gen;
+    const bool query = q->method == "host/check";
     self->request(st.cfg.host, caf::infinite, host_atom::value, host_request{st.cfg.name, q->method, q->params, call_id})
-        .then([self, id, gen](call_result& answer) {
-          if (gen != self->state.gen || !self->state.alive) return;
+        .then([self, id, gen, query](call_result& answer) {
+          auto& s = self->state;
+          if (gen != s.gen || !s.alive) return;
+          --s.host_in_flight;
+          const bool denied = answer.ok ? query && answer.result.is_object() && answer.result.value("allowed", true) == false
+                                        : answer.code == io::rpc_error::denied;
+          if (denied && denial_flood(s)) {
+            flush_outbox(self);
+            s.loop->kill_for_violation(s.proc_id, "it made more than " + std::to_string(max_host_denials) +
+                                                      " host requests that were denied within " +
+                                                      std::to_string(host_denial_window_ms / 1000) +
+                                                      " s (each is an audit entry: a flood would rotate the trail away)");
+            return;
+          }
           std::string line = answer.ok ? io::encode_result(id, answer.result)
                                        : io::encode_error(id, answer.code, answer.message, answer.data);
           if (line.size() > max_host_answer_bytes) line = oversized_answer(id, line.size());

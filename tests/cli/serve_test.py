@@ -977,5 +977,82 @@ def test_large_host_reads_at_once_are_taken_in_turn_and_an_answer_too_large_in_t
     finally:
         s.close()
 
+
+def test_a_flood_of_denied_host_requests_stops_the_extension_before_it_fills_the_trail():
+    """An extension with no capability filled the kept audit files with denied host/checks
+    (~600 MB in 32 s) and so rotated earlier sessions' entries away (a review). At most 64 of
+    its host requests are in flight, and more than 1 000 denied within 10 s stop it as
+    misbehaving; the count goes on across its restart."""
+    s = Server()
+    try:
+        s.restart_with_host_client()
+        probe = {"method": "host/check", "params": {"capability": "filesystem:write", "details": {"path": "/etc/x"}}}
+
+        def round_of(n):
+            call = s.request("tools/call", {"tool": "host", "input": {"requests": [probe] * n}})
+            m = s.wait_for(call)[0]
+            return m
+
+        def audited():
+            with open(os.path.join(s.dh, "audit.jsonl")) as f:
+                return sum(1 for line in f if '"tool":"host/check"' in line)
+
+        rounds, started = 0, time.monotonic()
+        while True:
+            m = round_of(64)
+            rounds += 1
+            if "error" in m:
+                break
+            answers = json.loads(m["result"]["content"][0]["text"])
+            assert all(a == {"allowed": False, "reason": answers[0]["reason"]} for a in answers), answers[:2]
+            assert rounds < 40, "the flood was never stopped"
+        assert m["error"]["code"] == -32003 and "denied within 10 s" in m["error"]["message"], m["error"]
+        first = audited()
+        assert 1000 < first <= 1000 + 64, first
+        # Each restart is stopped at its first denial (the count goes on), until the extension
+        # has crashed more than max_restarts times and is not started again.
+        stops = 1
+        while "is not running" not in m["error"]["message"]:
+            m = round_of(64)
+            assert "error" in m and "denied within 10 s" in m["error"]["message"], str(m)[:300]
+            stops += 1
+            assert stops < 10, "the extension was never given up"
+        total = audited()
+        assert total <= 1000 + 64 * stops, (first, total, stops)
+        print(f"     stopped after {rounds} rounds of 64 in {time.monotonic() - started:.2f} s ({first} entries); "
+              f"then at its first denial after each restart, {stops} stops in all, {total} entries")
+    finally:
+        s.close()
+
+
+def test_a_65th_host_request_in_flight_is_refused_unchecked():
+    """Host/checks of a pending capability wait for the client's answer: while 64 wait, the
+    65th is refused at once, before any check (no question, no audit entry)."""
+    s = Server()
+    try:
+        s.restart_with_host_client()
+        probe = {"method": "host/check", "params": {"capability": "filesystem:read", "details": {"path": "a.txt"}}}
+        call = s.request("tools/call", {"tool": "host", "input": {"requests": [probe] * 65}})
+        asked, answered = 0, None
+        while answered is None:
+            m = s.read()
+            assert m is not None, "EOF before the answer"
+            if m.get("method") == "approval/request":
+                if asked == 0:
+                    time.sleep(0.5)  # every request of the round has reached dhara by now
+                asked += 1
+                s.answer(m, "deny")
+                continue
+            assert m.get("id") == call and "result" in m, m
+            answered = json.loads(m["result"]["content"][0]["text"])
+        refused = [a for a in answered if "error" in a]
+        assert len(refused) == 1 and "64 host requests of this extension are in flight" in refused[0]["error"]["message"], refused
+        assert all(a.get("allowed") is False for a in answered if "error" not in a), answered[:2]
+        with open(os.path.join(s.dh, "audit.jsonl")) as f:
+            checks = sum(1 for line in f if '"tool":"host/check"' in line)
+        assert checks == 64, checks
+    finally:
+        s.close()
+
 if __name__ == "__main__":
     harness.run(globals())

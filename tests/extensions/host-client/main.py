@@ -28,8 +28,8 @@ for raw in lines:
         send({"jsonrpc": "2.0", "id": id_, "result": {
             "protocolVersion": "0.1.0", "name": "host-client", "version": "1.0.0", "tools": TOOLS}})
     elif method == "tools/execute" and params.get("toolName") == "host" and "requests" in params.get("input", {}):
-        # Several requests sent at once; the answer says of each what came back (an error, or
-        # the length of a read's content), not the content itself.
+        # Several requests sent at once; the answer says of each what came back (an error, the
+        # length of a read's content, or another result whole).
         pending = {}
         for r in params["input"]["requests"]:
             next_host_id += 1
@@ -40,8 +40,10 @@ for raw in lines:
         for line in lines:
             m = json.loads(line)
             if m.get("id") in pending and ("result" in m or "error" in m):
+                result = m.get("result", {})
                 answers[pending.pop(m["id"])] = (
-                    {"error": m["error"]} if "error" in m else {"contentLength": len(m["result"].get("content", ""))})
+                    {"error": m["error"]} if "error" in m else
+                    {"contentLength": len(result["content"])} if "content" in result else result)
                 if not pending:
                     break
         send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": json.dumps(answers)}]}})
