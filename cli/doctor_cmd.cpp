@@ -676,11 +676,27 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
   // name no entry carries (a typo) is told apart from entries that do not match.
   std::set<std::string, std::less<>> named;
   constexpr std::size_t max_names = 512;
+  // The seq of the last line read, whatever the filters: following, a jump says what it missed.
+  std::uint64_t last_seq = 0;
+  bool following = false;
   const auto select = [&](std::string_view raw, const std::function<void(std::string_view, json&)>& take) {
     auto parsed = policy::parse_json_text(raw, "");
     if (!parsed || !parsed->is_object()) {
       ++unreadable;
       return;
+    }
+    if (auto seq = parsed->find("seq"); seq != parsed->end() && seq->is_number_unsigned()) {
+      const auto n = seq->get<std::uint64_t>();
+      if (following && last_seq != 0 && n > last_seq + 1) {
+        std::fprintf(stderr, "dhara: warning: entries %llu to %llu were rotated away before they could be read\n",
+                     static_cast<unsigned long long>(last_seq + 1), static_cast<unsigned long long>(n - 1));
+      } else if (following && last_seq != 0 && n <= last_seq) {
+        std::fprintf(stderr,
+                     "dhara: warning: the entries from %llu on were taken back (a batch that could not be written "
+                     "whole) and are written again: those shown before from there are not in the trail\n",
+                     static_cast<unsigned long long>(n));
+      }
+      last_seq = n;
     }
     if (!filter.extension.empty() && named.size() < max_names)
       if (const std::string name = field(*parsed, "extension"); !name.empty()) named.insert(name);
@@ -758,6 +774,7 @@ int doctor_audit_log(const global_options&, const audit_log_options& o) {
     }
     if (waiter->wait() == follow_waiter::event::stop) return 0;
     unreadable = 0;
+    following = true;
     reader.read_new([&](std::string_view raw) {
       select(raw, [&](std::string_view r, json& line) {
         if (o.json) {

@@ -643,6 +643,30 @@ def test_follow_json_survives_rotation_and_sigterm():
     h.close()
 
 
+def test_follow_says_which_entries_were_rotated_away_before_it_read_them():
+    """With keep 1, a follower held still while three files' worth of entries are written
+    cannot read them all: it said nothing of the ones that were gone (a review)."""
+    h = Home(config={"security": {"audit": {"maxBytes": 4096, "keep": 1}}})
+    h.change("revoke")
+    f = Follower(h, "--json")
+    assert json.loads(f.wait_for(lambda l: True, "the existing entry")[-1])["seq"] == 1
+    f.p.send_signal(signal.SIGSTOP)
+    try:
+        for i in range(50):  # ~12 lines a file: audit.1 and audit.jsonl keep the last ~25
+            h.change("approve" if i % 2 == 0 else "revoke")
+    finally:
+        f.p.send_signal(signal.SIGCONT)
+    f.wait_for(lambda l: json.loads(l)["seq"] == 51, "seq 51")
+    seqs = [json.loads(l)["seq"] for l in f.seen]
+    # The rest of the file it had open, then a jump to the oldest file still kept.
+    jump = next(i for i in range(1, len(seqs)) if seqs[i] != seqs[i - 1] + 1)
+    assert seqs[:jump] == list(range(1, jump + 1)) and seqs[jump:] == list(range(seqs[jump], 52)), seqs
+    assert f.stop(signal.SIGTERM) == 0
+    err = f.p.stderr.read()
+    assert f"dhara: warning: entries {jump + 1} to {seqs[jump] - 1} were rotated away before they could be read\n" in err, err
+    h.close()
+
+
 def test_follow_filters_like_the_listing():
     h = Home()
     f = Follower(h, "--denied-only", "--json")
