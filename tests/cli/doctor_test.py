@@ -334,14 +334,6 @@ def test_audit_lines_that_are_not_json_are_counted_in_a_warning():
     h.close()
 
 
-def vm_hwm_kib(pid):
-    """The process's peak resident memory so far (from its exec on), in KiB."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 def test_every_entry_with_n_0_is_listed_as_read_in_bounded_memory():
     """-n 0 lists every entry. It held every line parsed first: 1.1 GB for a trail of 152 MB
     (a review). Now each is printed as it is read; the table's columns are fixed as --follow's."""
@@ -366,7 +358,7 @@ def test_every_entry_with_n_0_is_listed_as_read_in_bounded_memory():
                 head += line
             seen += 1
             if seen == lines * 9 // 10:  # doctor waits to write the rest (megabytes): it still runs
-                peak_kib = vm_hwm_kib(p.pid)
+                peak_kib = harness.vm_hwm_kib(p.pid)
         err = p.stderr.read()
         assert p.wait() == 0 and seen == lines, (args, p.returncode, seen, err)
         if args:

@@ -46,6 +46,14 @@ def gone_from(root, limit=10):
     return True
 
 
+def vm_hwm_kib(pid):
+    """The process's peak resident memory so far (from its exec on), in KiB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
 def wait_or_kill(pid, shown=b"", limit=60):
     """The exit status of child `pid`, waiting at most `limit` seconds: a dhara that still runs
     then (a prompt nobody answered, a hang) is killed and the test fails with what it showed,

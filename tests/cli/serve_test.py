@@ -562,13 +562,6 @@ def sanitized(pid):
         return any(lib in line for line in f for lib in ("libasan", "libtsan", "libubsan"))
 
 
-def vm_hwm_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 def test_a_client_that_stops_reading_holds_dhara_to_bounded_memory_and_loses_nothing():
     # A client that sent big calls and read none of the answers took dhara to 1.85 GB (2 000
     # calls of 1 MB, a review): dhara took every request while the answers piled up. Now a
@@ -589,7 +582,7 @@ def test_a_client_that_stops_reading_holds_dhara_to_bounded_memory_and_loses_not
         writer.start()
         writer.join(timeout=60)
         assert not writer.is_alive(), f"dhara stopped reading its input after {len(ids)} calls"
-        hwm_unread = vm_hwm_kib(s.proc.pid)
+        hwm_unread = harness.vm_hwm_kib(s.proc.pid)
         results, busy = set(), set()
         while len(results) + len(busy) < calls:
             m = s.read(limit=60)
@@ -602,7 +595,7 @@ def test_a_client_that_stops_reading_holds_dhara_to_bounded_memory_and_loses_not
                 assert "send this call again once answers arrive" in m["error"]["message"], m["error"]
                 busy.add(m["id"])
         assert results | busy == set(ids) and len(results) >= 32, (len(results), len(busy))
-        hwm = vm_hwm_kib(s.proc.pid)
+        hwm = harness.vm_hwm_kib(s.proc.pid)
         print(f"     {calls} calls of 1 MiB, none read while sent: {len(results)} answered, {len(busy)} busy; "
               f"VmHWM {hwm_unread // 1024} MiB, at the end {hwm // 1024} MiB")
         # Under AddressSanitizer every allocation costs shadow memory and freed ones wait in a

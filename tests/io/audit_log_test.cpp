@@ -692,6 +692,17 @@ enum child_failure : int {
   child_retry_failed = 64,
 };
 
+// Runs `child` in a forked process (its limits and mounts stay its own); its exit status.
+int run_child(const std::function<int()>& child) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(child());  // the test's own limits and mounts stay untouched
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
 int disk_full_child(const std::string& dir, std::uint64_t room) {
   int failures = 0;
   ::signal(SIGXFSZ, SIG_IGN);  // what dhara does at start: EFBIG instead of death
@@ -733,13 +744,7 @@ TEST_CASE("a full disk fails the append without a torn line, and the chain goes 
   // room 1000: the kernel writes part of the batch, then refuses (partial write path);
   // room 0: the first write is refused outright.
   const std::uint64_t room = GENERATE(1000u, 0u);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) ::_exit(disk_full_child(dir.str(), room));  // the test's own limits stay untouched
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  const int failures = WEXITSTATUS(status);
+  const int failures = run_child([&] { return disk_full_child(dir.str(), room); });
   CHECK((failures & child_open) == 0);
   CHECK((failures & child_setrlimit) == 0);
   CHECK((failures & child_append_succeeded) == 0);
@@ -902,16 +907,6 @@ int no_inode_child(const std::string& dir) {
   return refused_whole(*log, dir, make_entries(5, 30), "No space left on device", [&] {
     return ::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT, "size=1m,nr_inodes=100,mode=0700") == 0;
   });
-}
-
-int run_child(const std::function<int()>& child) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) ::_exit(child());  // the test's own limits and mounts stay untouched
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  return WEXITSTATUS(status);
 }
 
 void check_undo(int failures) {
