@@ -118,9 +118,9 @@ struct supervisor_state {
   std::deque<std::string> held_answers;
   std::size_t held_bytes = 0;
   std::int64_t held_retry_at = 0;  // when a delayed wflush tries them again (0: none is on its way)
-  std::size_t host_in_flight = 0;       // the current process's host requests not yet answered
-  std::int64_t denial_window_start = 0;  // its denied host requests: since when they are counted
-  std::size_t denials_in_window = 0;     // and how many
+  std::size_t host_in_flight = 0;  // the current process's host requests not yet answered
+  bool host_full_logged = false;   // the refusal of one past max_host_in_flight was logged
+  std::int64_t held_moved_at = 0;  // when a held answer last went out, or the first began to wait
   // While the replies of one read are handled: their results, sent to each asker together
   // when the read's lines are done (null otherwise: a result goes at once).
   answers_together<call_result, call_results>* together = nullptr;
@@ -433,7 +433,10 @@ std::string oversized_answer(const json& id, std::size_t bytes) {
 // refused instead, for the extension to ask again (memory stays bounded).
 constexpr std::size_t host_answer_room = std::size_t{48} << 20;
 constexpr std::size_t max_held_answer_bytes = std::size_t{64} << 20;
-constexpr std::chrono::milliseconds held_answer_look{10};
+constexpr std::chrono::milliseconds held_answer_look{25};
+// Answers that wait this long without one of them going out: the extension does not read
+// what it asked for, and is stopped for it (as a full input stopped it before answers waited).
+constexpr std::int64_t held_answer_patience_ms = 30000;
 
 bool room_for(supervisor_state& st, std::size_t bytes) {
   return st.loop->queued_bytes(st.proc_id) + st.outbox.size() + bytes <= host_answer_room;
@@ -443,10 +446,20 @@ bool room_for(supervisor_state& st, std::size_t bytes) {
 // for the rest.
 void write_held_answers(self_ptr self) {
   auto& st = self->state;
+  const std::int64_t now = now_ms();
   while (!st.held_answers.empty() && room_for(st, st.held_answers.front().size())) {
     st.held_bytes -= st.held_answers.front().size();
     write_line(self, std::move(st.held_answers.front()));
     st.held_answers.pop_front();
+    st.held_moved_at = now;
+  }
+  if (!st.held_answers.empty() && now - st.held_moved_at > held_answer_patience_ms) {
+    st.held_answers.clear();
+    st.held_bytes = 0;
+    flush_outbox(self);
+    st.loop->kill_for_violation(st.proc_id, "it does not read its input (host answers it asked for waited " +
+                                                std::to_string(held_answer_patience_ms / 1000) + " s to be taken)");
+    return;
   }
   if (!st.held_answers.empty() && st.held_retry_at == 0) {
     st.held_retry_at = now_ms() + held_answer_look.count();
@@ -466,6 +479,7 @@ void write_host_answer(self_ptr self, const json& id, std::string line) {
                                                  " that may wait; ask again once it has read them",
                                              json{{"answerBytes", line.size()}, {"waitingBytes", st.held_bytes}}));
   }
+  if (st.held_answers.empty()) st.held_moved_at = now_ms();  // waiting starts now
   st.held_bytes += line.size();
   st.held_answers.push_back(std::move(line));
   write_held_answers(self);
@@ -473,24 +487,8 @@ void write_host_answer(self_ptr self, const json& id, std::string line) {
 
 // Host requests of one process in flight at once, queries (host/check) included; more are
 // refused before any check (not audited: no decision was made), as the host API refuses a
-// 17th operation. With the denial budget below it bounds what an extension with no capability
-// can write into the audit trail: a flood of denied host/checks wrote ~600 MB in 32 s and
-// rotated earlier sessions' entries away (a review).
+// 17th operation: queries in flight were not bounded at all.
 constexpr std::size_t max_host_in_flight = 64;
-// More denied host requests than this within the window stop the process as misbehaving (a
-// protocol violation: it restarts as after a crash, and is marked failed after max_restarts).
-constexpr std::size_t max_host_denials = 1000;
-constexpr std::int64_t host_denial_window_ms = 10000;
-
-// Counts one denied host request; true when the process passed the budget.
-bool denial_flood(supervisor_state& st) {
-  const std::int64_t now = now_ms();
-  if (now - st.denial_window_start > host_denial_window_ms) {
-    st.denial_window_start = now;
-    st.denials_in_window = 0;
-  }
-  return ++st.denials_in_window > max_host_denials;
-}
 
 void on_message(self_ptr self, io::rpc_message& m) {
   if (auto* r = std::get_if<io::rpc_response>(&m)) {
@@ -509,6 +507,11 @@ void on_message(self_ptr self, io::rpc_message& m) {
       return;
     }
     if (st.host_in_flight >= max_host_in_flight) {
+      if (!st.host_full_logged) {  // once until one is answered: the extension decides how often
+        spdlog::warn("extension {}: {} host requests are in flight; more are refused unchecked until one is answered",
+                     st.cfg.name, max_host_in_flight);
+        st.host_full_logged = true;
+      }
       write_line(self, io::encode_error(q->id, io::rpc_error::tool_error,
                                         q->method + ": " + std::to_string(max_host_in_flight) +
                                             " host requests of this extension are in flight already; send the next "
@@ -520,22 +523,12 @@ void on_message(self_ptr self, io::rpc_message& m) {
     if (st.calls.size() == 1) call_id = st.calls.begin()->second.tool_call_id;  // the call it belongs to
     json id = q->id;
     std::uint64_t gen = st.gen;
-    const bool query = q->method == "host/check";
     self->request(st.cfg.host, caf::infinite, host_atom::value, host_request{st.cfg.name, q->method, q->params, call_id})
-        .then([self, id, gen, query](call_result& answer) {
+        .then([self, id, gen](call_result& answer) {
           auto& s = self->state;
           if (gen != s.gen || !s.alive) return;
           --s.host_in_flight;
-          const bool denied = answer.ok ? query && answer.result.is_object() && answer.result.value("allowed", true) == false
-                                        : answer.code == io::rpc_error::denied;
-          if (denied && denial_flood(s)) {
-            flush_outbox(self);
-            s.loop->kill_for_violation(s.proc_id, "it made more than " + std::to_string(max_host_denials) +
-                                                      " host requests that were denied within " +
-                                                      std::to_string(host_denial_window_ms / 1000) +
-                                                      " s (each is an audit entry: a flood would rotate the trail away)");
-            return;
-          }
+          s.host_full_logged = false;
           std::string line = answer.ok ? io::encode_result(id, answer.result)
                                        : io::encode_error(id, answer.code, answer.message, answer.data);
           if (line.size() > max_host_answer_bytes) line = oversized_answer(id, line.size());

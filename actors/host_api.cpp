@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/call_replies.hpp"
 #include "io/host_ops.hpp"
@@ -287,9 +289,29 @@ class in_flight_place {
   std::shared_ptr<std::atomic<int>> count_;
 };
 
+// What the denied host requests of one extension may write into the audit trail in a session,
+// counted as each denial's subjects plus a line's own ~300 bytes. Past it, the extension's host
+// requests are refused before any check (no entry), for the rest of the session: a flood of
+// denied host/checks with large subjects, paced under any rate, rotated an earlier session's
+// entries away (~6 MB/s; a review). Denials by a failure (the audit cannot be written) are not
+// counted: nothing is written then. Allowed requests are not budgeted (an entry a read).
+constexpr std::uint64_t denial_budget_bytes = std::uint64_t{16} << 20;
+constexpr std::uint64_t denial_line_bytes = 300;
+
+// The audit bytes a denial of these checks costs.
+std::uint64_t denial_cost(const std::vector<policy::gate_check>& checks) {
+  std::uint64_t bytes = denial_line_bytes;
+  for (const policy::gate_check& c : checks) {
+    bytes += c.subject.size();
+    for (const std::string& a : c.argv) bytes += a.size() + 3;  // quoted, a space between
+  }
+  return bytes;
+}
+
 struct host_state {
   config_ptr cfg;  // shared with the workers, which may outlive a request
   std::map<std::string, std::shared_ptr<std::atomic<int>>> in_flight;  // per extension
+  std::map<std::string, std::uint64_t, std::less<>> denied_bytes;     // per extension (denial_budget_bytes)
   // The checker's answers and the workers' results, matched by ticket (call_replies.hpp): many
   // host requests may be out at once, and CAF 0.17 would search a list of `request`s for each.
   call_replies replies;
@@ -360,6 +382,14 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             rp.deliver(call_error(io::rpc_error::invalid_params, r.method + ": " + why));
             return rp;
           }
+          if (auto spent = self->state.denied_bytes.find(r.extension);
+              spent != self->state.denied_bytes.end() && spent->second > denial_budget_bytes) {
+            rp.deliver(call_error(io::rpc_error::tool_error,
+                                  r.method + ": this extension's denied host requests passed " +
+                                      std::to_string(denial_budget_bytes >> 20) +
+                                      " MiB of audit entries; its host requests are refused for the rest of the session"));
+            return rp;
+          }
           // Operations only: a query (host/check) runs on no thread of its own.
           std::shared_ptr<in_flight_place> place;
           if (!p.query) {
@@ -384,6 +414,16 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
                   rp.deliver(call_error(io::rpc_error::denied, "the capability checker failed: " + self->system().render(lost),
                                         json{{"reason", "checker failure"}}));
                   return;
+                }
+                if (!o->allowed && o->decided_by != policy::decider::failure) {
+                  std::uint64_t& spent = self->state.denied_bytes[ext];
+                  const bool within = spent <= denial_budget_bytes;
+                  spent += denial_cost(p.checks);
+                  if (within && spent > denial_budget_bytes) {
+                    spdlog::warn("extension {}: its denied host requests passed {} MiB of audit entries; its host "
+                                 "requests are refused for the rest of the session",
+                                 ext, denial_budget_bytes >> 20);
+                  }
                 }
                 if (p.query) {
                   json result = {{"allowed", o->allowed}};

@@ -137,8 +137,8 @@ struct audit_log_options {
 };
 
 // An ISO 8601 time as people type it → milliseconds since the epoch: a date (YYYY-MM-DD),
-// or a date and a time ('T' or a space between; HH:MM, HH:MM:SS or HH:MM:SS.fraction) with a
-// zone (Z, +HH:MM, -HHMM…) or none (UTC, as the trail writes its timestamps). nullopt for
+// or a date and a time ('T' or a space between; HH, HH:MM, HH:MM:SS or HH:MM:SS.fraction)
+// with a zone (Z, +HH:MM, -HHMM, +HH) or none (UTC, as the trail writes its timestamps). nullopt for
 // anything else, an impossible date or time included.
 std::optional<std::int64_t> parse_iso_time(std::string_view s) {
   std::size_t i = 0;
@@ -166,13 +166,16 @@ std::optional<std::int64_t> parse_iso_time(std::string_view s) {
   if (i == s.size()) return ms;
   if (!take('T') && !take('t') && !take(' ')) return std::nullopt;
   int hour = 0, minute = 0, second = 0, millis = 0;
-  if (!number(2, hour) || !take(':') || !number(2, minute)) return std::nullopt;
-  if (take(':')) {
-    if (!number(2, second)) return std::nullopt;
-    if (take('.') || take(',')) {
-      const std::size_t first = i;
-      for (int scale = 100; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, scale /= 10) millis += (s[i] - '0') * scale;
-      if (i == first) return std::nullopt;
+  if (!number(2, hour)) return std::nullopt;
+  if (take(':')) {  // HH alone is an hour (`date -Ihours`)
+    if (!number(2, minute)) return std::nullopt;
+    if (take(':')) {
+      if (!number(2, second)) return std::nullopt;
+      if (take('.') || take(',')) {
+        const std::size_t first = i;
+        for (int scale = 100; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, scale /= 10) millis += (s[i] - '0') * scale;
+        if (i == first) return std::nullopt;
+      }
     }
   }
   if (hour > 23 || minute > 59 || second > 59) return std::nullopt;
@@ -182,8 +185,11 @@ std::optional<std::int64_t> parse_iso_time(std::string_view s) {
   const int sign = take('+') ? 1 : take('-') ? -1 : 0;
   int zone_hours = 0, zone_minutes = 0;
   if (sign == 0 || !number(2, zone_hours)) return std::nullopt;
-  take(':');
-  if (!number(2, zone_minutes) || i != s.size() || zone_hours > 23 || zone_minutes > 59) return std::nullopt;
+  if (i < s.size()) {  // +HH, +HH:MM or +HHMM
+    take(':');
+    if (!number(2, zone_minutes)) return std::nullopt;
+  }
+  if (i != s.size() || zone_hours > 23 || zone_minutes > 59) return std::nullopt;
   return ms - sign * (zone_hours * 60 + zone_minutes) * std::int64_t{60000};
 }
 

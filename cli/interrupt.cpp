@@ -28,6 +28,11 @@ interrupt_watch::interrupt_watch() {
 
 interrupt_watch::~interrupt_watch() {
   if (fd_ < 0) return;
+  // A signal that came while nobody looked (a second Ctrl-C during the teardown of an
+  // interrupted start) is taken here: unblocked, it would kill the process by the signal
+  // instead of leaving it the exit code it has.
+  while (take() != 0) {
+  }
   ::close(fd_);
   sigset_t set = quit_signals();
   ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);

@@ -182,6 +182,7 @@ def test_audit_log_lists_filters_and_verifies():
                          ((now + datetime.timedelta(hours=1)).astimezone(plus5).strftime("%Y-%m-%dT%H:%M:%S+05:00"), 1),
                          ((now - datetime.timedelta(minutes=30)).strftime("%Y-%m-%d %H:%M"), 4),
                          ((now + datetime.timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S.250Z"), 1),
+                         ((now - datetime.timedelta(hours=2)).astimezone(plus5).strftime("%Y-%m-%dT%H+05"), 4),
                          ("2000-01-01", 4)]:
         code, out, _ = h.dhara("doctor", "--audit-log", "--since", since)
         assert code == 0 and len(out.splitlines()) == lines, (since, out)

@@ -971,49 +971,38 @@ def test_large_host_reads_at_once_are_taken_in_turn_and_an_answer_too_large_in_t
         s.close()
 
 
-def test_a_flood_of_denied_host_requests_stops_the_extension_before_it_fills_the_trail():
+def test_denied_host_requests_cannot_fill_the_trail():
     """An extension with no capability filled the kept audit files with denied host/checks
-    (~600 MB in 32 s) and so rotated earlier sessions' entries away (a review). At most 64 of
-    its host requests are in flight, and more than 1 000 denied within 10 s stop it as
-    misbehaving; the count goes on across its restart."""
+    (~600 MB in 32 s, then paced under a rate limit with 64 KiB subjects) and so rotated
+    earlier sessions' entries away (two reviews). Past 16 MiB of entries for its denials, its
+    host requests are refused unchecked for the rest of the session, and it is not stopped."""
     s = Server()
     try:
         s.restart_with_host_client()
-        probe = {"method": "host/check", "params": {"capability": "filesystem:write", "details": {"path": "/etc/x"}}}
+        path = os.path.join(s.dh, "audit.jsonl")
+        before = os.path.getsize(path) if os.path.exists(path) else 0
+        probe = {"method": "host/check", "params": {"capability": "network:inbound", "details": {"argv": ["x" * 60000]}}}
 
         def round_of(n):
             call = s.request("tools/call", {"tool": "host", "input": {"requests": [probe] * n}})
             m = s.wait_for(call)[0]
-            return m
+            assert "result" in m, m  # the extension is never stopped for it
+            return json.loads(m["result"]["content"][0]["text"])
 
-        def audited():
-            with open(os.path.join(s.dh, "audit.jsonl")) as f:
-                return sum(1 for line in f if '"tool":"host/check"' in line)
-
-        rounds, started = 0, time.monotonic()
-        while True:
-            m = round_of(64)
+        rounds, refused = 0, []
+        while not refused:
+            answers = round_of(64)
             rounds += 1
-            if "error" in m:
-                break
-            answers = json.loads(m["result"]["content"][0]["text"])
-            assert all(a == {"allowed": False, "reason": answers[0]["reason"]} for a in answers), answers[:2]
-            assert rounds < 40, "the flood was never stopped"
-        assert m["error"]["code"] == -32003 and "denied within 10 s" in m["error"]["message"], m["error"]
-        first = audited()
-        assert 1000 < first <= 1000 + 64, first
-        # Each restart is stopped at its first denial (the count goes on), until the extension
-        # has crashed more than max_restarts times and is not started again.
-        stops = 1
-        while "is not running" not in m["error"]["message"]:
-            m = round_of(64)
-            assert "error" in m and "denied within 10 s" in m["error"]["message"], str(m)[:300]
-            stops += 1
-            assert stops < 10, "the extension was never given up"
-        total = audited()
-        assert total <= 1000 + 64 * stops, (first, total, stops)
-        print(f"     stopped after {rounds} rounds of 64 in {time.monotonic() - started:.2f} s ({first} entries); "
-              f"then at its first denial after each restart, {stops} stops in all, {total} entries")
+            refused = [a for a in answers if "error" in a]
+            assert all(a.get("allowed") is False for a in answers if "error" not in a), answers[:1]
+            assert rounds < 20, "the denials were never refused"
+        assert "refused for the rest of the session" in refused[0]["error"]["message"], refused[0]
+        grown = os.path.getsize(path) - before
+        assert 16 << 20 < grown <= (16 << 20) + 64 * 61000, grown
+        again = round_of(8)  # nothing checked, nothing written any more
+        assert all("refused for the rest of the session" in a["error"]["message"] for a in again), again
+        assert os.path.getsize(path) - before == grown
+        print(f"     refused after {rounds} rounds of 64 denials of 60 kB: the trail grew {grown >> 20} MiB")
     finally:
         s.close()
 
