@@ -971,6 +971,35 @@ def test_large_host_reads_at_once_are_taken_in_turn_and_an_answer_too_large_in_t
         s.close()
 
 
+def test_an_extension_that_asks_for_large_reads_and_stops_reading_is_stopped():
+    """Host answers wait in dhara while the extension's input is full; one that asked for them
+    and never reads again held dhara at ~316 MB for ever (a review). After 30 s without one of
+    them going out it is stopped for not reading its input."""
+    s = Server()
+    try:
+        s.restart_with_host_client()
+        for i in range(4):
+            with open(os.path.join(s.project, f"big{i}.bin"), "wb") as f:
+                f.write(os.urandom(16 << 20))
+        reads = [{"method": "host/fs/read", "params": {"path": f"big{i}.bin", "encoding": "base64"}} for i in range(4)]
+        call = s.request("tools/call", {"tool": "host", "input": {"requests": reads, "stall": True}})
+        started = time.monotonic()
+        while True:
+            m = s.read(limit=90)
+            assert m is not None, "no answer within 90 s"
+            if m.get("method") == "approval/request":
+                s.answer(m, "allow")
+                continue
+            break
+        waited = time.monotonic() - started
+        assert m.get("id") == call and m["error"]["code"] == -32003, m
+        assert "host answers it asked for waited 30 s" in m["error"]["message"], m["error"]
+        assert waited >= 29, waited
+        print(f"     stopped {waited:.1f} s after it asked")
+    finally:
+        s.close()
+
+
 def test_denied_host_requests_cannot_fill_the_trail():
     """An extension with no capability filled the kept audit files with denied host/checks
     (~600 MB in 32 s, then paced under a rate limit with 64 KiB subjects) and so rotated

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # host-client: test extension for the host API — tool `host` {method, params} sends that host
 # request to dhara in the middle of the call and returns dhara's whole answer as JSON text;
-# with {requests: [{method, params}, …]} it sends them all at once.
+# with {requests: [{method, params}, …]} it sends them all at once (and with stall: true
+# never reads its input again).
 import json
 import sys
+import time
 
 TOOLS = [
     {"name": "host", "description": "Make one host API request and return the answer",
@@ -36,6 +38,8 @@ for raw in lines:
             hid = f"h{next_host_id}"
             pending[hid] = len(pending)
             send({"jsonrpc": "2.0", "id": hid, "method": r.get("method"), "params": r.get("params", {})})
+        if params["input"].get("stall"):  # asks, then never reads its input again
+            time.sleep(3600)
         answers = [None] * len(pending)
         for line in lines:
             m = json.loads(line)
