@@ -80,6 +80,7 @@ struct server_session {
   std::deque<parked_message> parked;  // calls waiting for room (and a shutdown sent after them), in order
   std::size_t parked_bytes = 0;
   bool eof_parked = false;  // the input ended after messages that still wait
+  interrupt_watch* interrupts = nullptr;  // Ctrl-C / SIGTERM, also while initialize starts the extensions
 };
 
 bool over_limit(io::line_output& out, const server_session& open) {
@@ -190,7 +191,13 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
   so.prompt_at_load = false;     // asked at the first call that needs it, through the client
   so.error = &error;
   so.session_id = session_id->empty() ? "serve-" + std::to_string(::getpid()) : *session_id;
+  if (open.interrupts) so.interrupted = [w = open.interrupts] { return w->take(); };
   auto s = open_session(g, rc, so);
+  if (!s && (rc == 130 || rc == 143)) {  // a signal while the extensions started: the server ends
+    out.write_line(io::encode_error(req.id, -32000, "dhara was interrupted while the extensions started",
+                                    {{"reason", "interrupted"}}));
+    return end.signal(rc);
+  }
   if (!s)
     return out.write_line(io::encode_error(req.id, -32000, "the session could not be opened: " + error,
                                            {{"reason", error}}));
@@ -236,6 +243,7 @@ int serve(const global_options& g, const std::string& mode) {
   io::line_output out(1);
   session_end end;
   server_session open;
+  open.interrupts = &interrupts;
   std::string buffer;
   bool skipping = false;  // inside a line that was too long
   bool input_open = true;
