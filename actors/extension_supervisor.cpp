@@ -429,7 +429,7 @@ std::string oversized_answer(const json& id, std::size_t bytes) {
 // (the answer included): an extension that asks for several large files at once takes them
 // one after the other, rather than being stopped for not reading when their sum passes the
 // 64 MiB its input may hold (room is left for calls). Beyond that they wait here, looked at
-// again every 10 ms; an answer that would make more than max_held_answer_bytes wait is
+// again every 25 ms; an answer that would make more than max_held_answer_bytes wait is
 // refused instead, for the extension to ask again (memory stays bounded).
 constexpr std::size_t host_answer_room = std::size_t{48} << 20;
 constexpr std::size_t max_held_answer_bytes = std::size_t{64} << 20;
@@ -462,7 +462,7 @@ void write_held_answers(self_ptr self) {
     return;
   }
   if (!st.held_answers.empty() && st.held_retry_at == 0) {
-    st.held_retry_at = now_ms() + held_answer_look.count();
+    st.held_retry_at = now + held_answer_look.count();
     self->delayed_send(self, held_answer_look, wflush_atom::value);
   }
 }
@@ -688,8 +688,10 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](wflush_atom) {
           self->state.outbox_scheduled = false;
           flush_outbox(self);
-          if (self->state.held_retry_at != 0 && now_ms() >= self->state.held_retry_at) self->state.held_retry_at = 0;
-          write_held_answers(self);
+          // Host answers that wait (rare): looked at again, and the retry this was, if it was one.
+          auto& s = self->state;
+          if (s.held_retry_at != 0 && now_ms() >= s.held_retry_at) s.held_retry_at = 0;
+          if (!s.held_answers.empty()) write_held_answers(self);
         },
         [=](reconfine_atom, std::vector<std::string>& argv, std::vector<std::string>& env,
             std::vector<std::string>& fallback_argv, std::vector<std::string>& fallback_env) {

@@ -29,9 +29,10 @@ interrupt_watch::interrupt_watch() {
 interrupt_watch::~interrupt_watch() {
   if (fd_ < 0) return;
   // A signal that came while nobody looked (a second Ctrl-C during the teardown of an
-  // interrupted start) is taken here: unblocked, it would kill the process by the signal
-  // instead of leaving it the exit code it has.
-  while (take() != 0) {
+  // interrupted start) is read here and dropped: unblocked, it would kill the process by the
+  // signal instead of leaving it the exit code it has (and take() would _exit, losing output).
+  signalfd_siginfo info{};
+  while (::read(fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
   }
   ::close(fd_);
   sigset_t set = quit_signals();
