@@ -138,8 +138,8 @@ struct audit_log_options {
 
 // An ISO 8601 time as people type it → milliseconds since the epoch: a date (YYYY-MM-DD),
 // or a date and a time ('T' or a space between; HH, HH:MM, HH:MM:SS or HH:MM:SS.fraction)
-// with a zone (Z, +HH:MM, -HHMM, +HH) or none (UTC, as the trail writes its timestamps). nullopt for
-// anything else, an impossible date or time included.
+// with a zone (Z, +HH:MM, -HHMM, +HH) or none (UTC, as the trail writes its timestamps).
+// nullopt for anything else, an impossible date or time included.
 std::optional<std::int64_t> parse_iso_time(std::string_view s) {
   std::size_t i = 0;
   auto number = [&](int width, int& out) {
