@@ -265,7 +265,12 @@ void add_audit_line(policy::audit_lines& out, const check_batch& batch, const po
   e.extension = batch.extension;
   e.capability = policy::to_string(check.cap);
   e.action = d.allowed() ? policy::audit_action::allowed : policy::audit_action::denied;
-  e.details = {&detail, details};
+  policy::audit_detail both[2] = {detail, {check.also_key, check.also}};
+  if (!check.also_key.empty()) {
+    if (details == 0) both[0] = both[1];
+    details += 1;
+  }
+  e.details = {both, details};
   e.reason = d.reason;
   e.decided_by = d.decided_by;
   e.tool = batch.tool;

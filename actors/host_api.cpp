@@ -219,7 +219,22 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       env.push_back("TMPDIR=" + confinement->second.tmpdir);
     }
     plan out;
-    out.checks.push_back({capability::process_spawn, subject_kind::argv, {}, argv, "argv"});
+    // The folder it runs in goes to the audit line with the argv. A folder the extension names
+    // is checked as a tool's `cwd` input is (DESIGN §9 "Tool-call gate"): as a write when the
+    // extension declares filesystem:write, else as a read when it declares filesystem:read;
+    // with neither, its sandbox holds what the program may see there.
+    policy::gate_check spawn{capability::process_spawn, subject_kind::argv, {}, argv, "argv"};
+    spawn.also_key = "cwd";
+    spawn.also = cwd;
+    out.checks.push_back(std::move(spawn));
+    if (p.contains("cwd")) {
+      const auto declared = cfg.declared.find(r.extension);
+      const policy::capability_set caps = declared == cfg.declared.end() ? policy::capability_set{} : declared->second;
+      if (caps.contains(capability::filesystem_write))
+        out.checks.push_back({capability::filesystem_write, subject_kind::path, cwd, {}, "cwd"});
+      else if (caps.contains(capability::filesystem_read))
+        out.checks.push_back({capability::filesystem_read, subject_kind::path, cwd, {}, "cwd"});
+    }
     out.make_job = [=](const check_outcome&) -> job {
       return [=]() -> call_result {
         auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
@@ -249,6 +264,8 @@ std::string oversized(const plan& p) {
       return "the URL is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_url) + " dhara checks";
     if (c.kind == policy::subject_kind::command_string && n > max_argv)
       return "the command is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_argv) + " a command may have";
+    if (c.also.size() > max_path)
+      return "the " + c.also_key + " is " + std::to_string(c.also.size()) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
     std::size_t total = 0;
     for (const std::string& a : c.argv) total += a.size() + 1;
     if (c.argv.size() > max_args || total > max_argv)
@@ -302,7 +319,7 @@ constexpr std::uint64_t denial_line_bytes = 300;
 std::uint64_t denial_cost(const std::vector<policy::gate_check>& checks) {
   std::uint64_t bytes = denial_line_bytes;
   for (const policy::gate_check& c : checks) {
-    bytes += c.subject.size();
+    bytes += c.subject.size() + c.also.size();
     for (const std::string& a : c.argv) bytes += a.size() + 3;  // quoted, a space between
   }
   return bytes;

@@ -58,6 +58,8 @@ struct host_api_config {
   std::string home;
   std::map<std::string, policy::domain_rules> domains;   ///< per extension (its network.outbound)
   std::map<std::string, std::vector<std::string>> envs;  ///< per extension: its scrubbed environment
+  /// Per extension: the capabilities its manifest declares (which of a spawn's checks apply).
+  std::map<std::string, policy::capability_set> declared;
   /// Per extension started. A spawn for one not listed is refused (no sandbox was made for it).
   std::map<std::string, spawn_confinement> confinements;
   std::string path_env;                                  ///< PATH, to locate spawned commands

@@ -300,6 +300,7 @@ void extension_host::start() {
   for (const discovered_extension& e : policy_.extensions) {
     host_cfg.domains[e.manifest.name] = policy::compile_domain_rules(e.manifest.network_domains);
     host_cfg.envs[e.manifest.name] = extension_environment(e.manifest.name, false, environ);
+    host_cfg.declared[e.manifest.name] = e.manifest.capabilities;
   }
 
   // Capability prompts come before any extension runs, so each starts with its OS sandbox

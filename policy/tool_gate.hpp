@@ -26,6 +26,10 @@ struct gate_check {
   std::string subject;            ///< path, url or command string
   std::vector<std::string> argv;  ///< for subject_kind::argv
   std::string input_key;          ///< the input key it came from ("" for the capability itself)
+  /// One more `details` member its audit line records after the subject, unchecked by this
+  /// check: the folder a host/process/spawn runs in (`cwd`). Empty key: none.
+  std::string also_key = {};
+  std::string also = {};
 
   /// The request decide() takes; valid while this check and `extension` live.
   check_request request(std::string_view extension) const {

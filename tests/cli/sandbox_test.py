@@ -1533,6 +1533,71 @@ def test_programs_an_extension_has_dhara_spawn_run_in_its_sandbox():
         h.close()
 
 
+def test_the_folder_a_spawn_runs_in_is_checked_and_audited():
+    # host/process/spawn's `cwd` was neither checked nor audited (a review): an extension that
+    # may read files had a program run in a denied folder, and its audit line did not say where.
+    # Now the folder is on the spawn's audit line, and one the extension names is checked as a
+    # tool's `cwd` input is: as a read under filesystem:read (a write under filesystem:write).
+    if not need("Landlock and seccomp", landlock_abi() >= 1 and has_seccomp()):
+        return
+
+    def spawn(h, spawns):
+        calls = "".join(json.dumps({"id": k, "tool": "host", "input": {"method": "host/process/spawn", "params": v}}) + "\n"
+                        for k, v in spawns.items())
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env, input=calls,
+                           capture_output=True, text=True, timeout=90)
+        lines = {json.loads(l)["id"]: json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")}
+        assert set(lines) == set(spawns), (p.stdout, p.stderr)
+        audit = [json.loads(l) for l in open(os.path.join(h.dh, "audit.jsonl")) if l.strip()]
+        return {k: json.loads(lines[k]["result"]["content"][0]["text"]) for k in spawns}, audit
+
+    h = Home()
+    try:
+        h.extension("host-client", None, ["filesystem:read", "process:spawn"], process={"commands": ["cat"]})
+        answer, audit = spawn(h, {
+            "named": {"argv": ["cat", "file.txt"], "cwd": h.project},
+            "relative": {"argv": ["cat", "secret.txt"], "cwd": "denied"},
+            "denied": {"argv": ["cat", "secret.txt"], "cwd": os.path.join(h.project, "denied")},
+            "key": {"argv": ["cat", "id_rsa"], "cwd": os.path.join(h.home, ".ssh")},
+            "outside": {"argv": ["cat", "outside.txt"], "cwd": h.home},
+            "default": {"argv": ["cat", "file.txt"]},
+        })
+        assert answer["named"]["result"]["stdout"] == "project file\n", answer["named"]
+        assert answer["default"]["result"]["stdout"] == "project file\n", answer["default"]
+        for k in ("relative", "denied", "key", "outside"):
+            assert answer[k]["error"]["code"] == -32002, (k, answer[k])
+            assert answer[k]["error"]["data"]["capability"] == "filesystem:read", (k, answer[k])
+        assert "secret" not in json.dumps(answer) and "PRIVATE KEY" not in json.dumps(answer), answer
+        spawns = [e for e in audit if e.get("capability") == "process:spawn"]
+        reads = [e for e in audit if e.get("capability") == "filesystem:read"]
+        # Every spawn's line names its folder, made absolute; the default is the session's.
+        assert sorted(e["details"]["cwd"] for e in spawns) == sorted(
+            [h.project, os.path.join(h.project, "denied"), os.path.join(h.project, "denied"),
+             os.path.join(h.home, ".ssh"), h.home, h.project]), spawns
+        assert [e["details"]["command"] for e in spawns if e["details"]["cwd"] == h.home] == ["cat outside.txt"], spawns
+        assert all(e["action"] == "allowed" for e in spawns), spawns
+        # A read check for each folder named, none for the default; the four refused ones denied.
+        assert sorted((e["details"]["path"], e["action"]) for e in reads) == sorted(
+            [(h.project, "allowed"), (os.path.join(h.project, "denied"), "denied"),
+             (os.path.join(h.project, "denied"), "denied"), (os.path.join(h.home, ".ssh"), "denied"),
+             (h.home, "denied")]), reads
+    finally:
+        h.close()
+
+    # Without filesystem:read or write the folder is not checked (the sandbox holds what the
+    # program may read there), and its line still names it.
+    h = Home()
+    try:
+        h.extension("host-client", None, ["process:spawn"], process={"commands": ["cat"]})
+        answer, audit = spawn(h, {"home": {"argv": ["cat", "outside.txt"], "cwd": h.home}})
+        assert answer["home"]["result"]["exitCode"] != 0, answer  # the sandbox refused the read
+        assert "outside\n" != answer["home"]["result"]["stdout"], answer
+        assert [(e["capability"], e["details"].get("cwd")) for e in audit if e.get("extension") == "host-client"] == [
+            ("process:spawn", h.home)], audit
+    finally:
+        h.close()
+
+
 def test_a_profile_longer_than_one_argument_reaches_the_launcher_whole():
     # A project denying tens of thousands of paths made a profile over the kernel's 128 KiB
     # for one argument: every extension failed with execve's "argument list too long" (a
