@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/text.hpp"
+
 namespace dhara::broker {
 
 bool parse_hitl_mode(const std::string& text, hitl_mode& out) {
@@ -17,8 +19,15 @@ bool parse_hitl_mode(const std::string& text, hitl_mode& out) {
 
 namespace {
 
+// The largest file whose lines the approve prompt counts: the count is read on the session's
+// actor before the question, and a sparse file of 4 GiB held the prompt (and, under serve,
+// every other request) for 41 s (a review).
+constexpr off_t max_counted_bytes = off_t{16} << 20;
+
 // Lines of a regular file (a last line without '\n' counts); nullopt when it is not one.
-std::optional<std::size_t> count_lines(const std::string& path) {
+// `too_large` is set, and nothing read, for one over max_counted_bytes.
+std::optional<std::size_t> count_lines(const std::string& path, bool& too_large) {
+  too_large = false;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   struct stat st {};
@@ -26,13 +35,19 @@ std::optional<std::size_t> count_lines(const std::string& path) {
     ::close(fd);
     return std::nullopt;
   }
+  if (st.st_size > max_counted_bytes) {
+    ::close(fd);
+    too_large = true;
+    return std::nullopt;
+  }
   std::size_t lines = 0;
   char last = '\n';
   char buf[65536];
-  for (;;) {
+  for (off_t total = 0; total <= max_counted_bytes;) {  // a file grown since fstat is not read on
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    total += n;
     for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
     last = buf[n - 1];
   }
@@ -50,7 +65,9 @@ std::string shown_subject(const nlohmann::json& input, const std::string& cwd) {
                            : input.contains("filePath") && input["filePath"].is_string() ? input["filePath"].get_ref<const std::string&>()
                                                                                       : s.text;
   std::string full = raw.starts_with('/') || cwd.empty() ? raw : cwd + "/" + raw;
-  if (auto n = count_lines(full)) return s.text + " (" + std::to_string(*n) + (*n == 1 ? " line)" : " lines)") + s.others;
+  bool too_large = false;
+  if (auto n = count_lines(full, too_large)) return s.text + " (" + std::to_string(*n) + (*n == 1 ? " line)" : " lines)") + s.others;
+  if (too_large) return s.text + " (over 16 MiB: lines not counted)" + s.others;
   return s.whole();
 }
 
@@ -71,8 +88,16 @@ std::string shown_result(const actors::call_result& r, std::size_t max_lines, st
     std::size_t nl = text.find('\n', pos);
     std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     for (char& c : line)
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';  // no escape sequences on the terminal
-    if (line.size() > max_columns) line = line.substr(0, max_columns) + "…";
+      if (c == '\t') c = ' ';
+    // The extension's text is what a reviewer checks: no control (C0, C1: 0x9b is an 8-bit
+    // CSI), bidi override or invisible character reaches the terminal (a review: only bytes
+    // below 0x20 were replaced, and `\u009b1A\u009b2K` erased the line above).
+    line = policy::terminal_safe(line);
+    if (line.size() > max_columns) {
+      std::size_t keep = max_columns;  // at a character's first byte
+      while (keep > 0 && (static_cast<unsigned char>(line[keep]) & 0xC0) == 0x80) --keep;
+      line = line.substr(0, keep) + "…";
+    }
     out += "  " + line + "\n";
     ++lines;
     pos = nl == std::string::npos ? text.size() : nl + 1;

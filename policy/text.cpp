@@ -63,11 +63,17 @@ std::string_view json_type_name(const nlohmann::json& value) {
 namespace {
 
 // Code points a terminal acts on or that hide or reorder what is shown: C1 controls (0x9b is
-// an 8-bit CSI), zero-width characters, bidirectional overrides and isolates, line and
-// paragraph separators, the byte order mark.
+// an 8-bit CSI), zero-width characters, bidirectional marks, overrides and isolates, line and
+// paragraph separators, the byte order mark; and those shown as nothing or as a blank, which
+// make two different names look alike (a review): the soft hyphen, the combining grapheme
+// joiner, the Hangul and Khmer fillers, Mongolian selectors, the blank braille pattern,
+// variation selectors, interlinear annotation marks and the tag characters.
 bool hidden_or_acting(char32_t c) {
-  return (c >= 0x80 && c <= 0x9f) || (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) ||
-         (c >= 0x2060 && c <= 0x2069) || c == 0xfeff;
+  return (c >= 0x80 && c <= 0x9f) || c == 0xad || c == 0x34f || c == 0x61c || c == 0x115f || c == 0x1160 ||
+         c == 0x17b4 || c == 0x17b5 || (c >= 0x180b && c <= 0x180f) || (c >= 0x200b && c <= 0x200f) ||
+         (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x206f) || c == 0x2800 || c == 0x3164 ||
+         (c >= 0xfe00 && c <= 0xfe0f) || c == 0xfeff || c == 0xffa0 || (c >= 0xfff9 && c <= 0xfffb) ||
+         (c >= 0xe0000 && c <= 0xe007f) || (c >= 0xe0100 && c <= 0xe01ef);
 }
 
 std::string shown_safely(std::string_view text) {

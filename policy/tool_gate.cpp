@@ -92,10 +92,48 @@ std::string shell_quote(std::string_view arg) {
   return out + "'";
 }
 
+namespace {
+
+// What an approve prompt shows of one input: at most `room` bytes (cut at a character's first
+// byte, saying how much was cut), a run of more than eight spaces as its count. A subject of
+// rm -rf … and 3000 spaces, or a `query` of blank rows, pushed the real call off the screen
+// and put a fake `[bash] ls` line above `Approve?` (a review).
+std::string shown_bounded(std::string_view text, std::size_t room) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ') {
+      std::size_t run = text.find_first_not_of(' ', i);
+      run = (run == std::string_view::npos ? text.size() : run) - i;
+      if (run > 8) {
+        out += " [" + std::to_string(run) + " spaces] ";
+        i += run;
+        continue;
+      }
+    }
+    out += text[i++];
+  }
+  if (out.size() <= room) return out;
+  std::size_t keep = room;
+  while (keep > 0 && (static_cast<unsigned char>(out[keep]) & 0xC0) == 0x80) --keep;
+  return out.substr(0, keep) + "… (" + std::to_string(out.size() - keep) + " more bytes)";
+}
+
+}  // namespace
+
 call_subject approval_subject(const nlohmann::json& input) {
   if (!input.is_object()) return {};
+  // The subject is shown whole up to subject_room bytes; the inputs after it share others_room.
+  constexpr std::size_t subject_room = 512, others_room = 512, other_room = 160;
   call_subject subject;
   bool first = true;
+  std::string fallback_key;  // the input shown as key=value, when none of the list is there
+  std::size_t left_out = 0;  // inputs with no room left
+  auto add_other = [&](std::string_view key, const std::string& text) {
+    if (subject.others.size() >= others_room) return void(++left_out);
+    std::size_t room = std::min(other_room, others_room - subject.others.size());
+    subject.others += "; " + std::string(key) + ": " + shown_bounded(text, room);
+  };
   for (const char* key : {"path", "file", "filePath", "url", "command", "argv", "query", "pattern"}) {
     auto it = input.find(key);
     if (it == input.end()) continue;
@@ -114,17 +152,46 @@ call_subject approval_subject(const nlohmann::json& input) {
     // The first is the subject; every other one follows it, named: a call with a path and a
     // command showed only the path, and the human approved a command never shown.
     if (first) {
-      subject.text = std::move(text);
+      subject.text = shown_bounded(text, subject_room);
       subject.is_path = k == "path" || k == "file" || k == "filePath";
       first = false;
     } else {
-      subject.others += "; " + std::string(k) + ": " + text;
+      add_other(k, text);
     }
   }
-  if (!first) return subject;
+  if (first) {
+    for (const auto& [key, value] : input.items())
+      if (value.is_string()) {
+        subject.text = shown_bounded(terminal_safe(key + "=" + value.get<std::string>()), subject_room);
+        fallback_key = key;
+        first = false;
+        break;
+      }
+    if (first) return {};
+  }
+  // Then every other input, the folder a command runs in or a tool works on first: `rm -rf
+  // build` was approved without the other project it ran in, and {"text": …, "cwd": …} showed
+  // only `cwd=…` (a review). Within others_room; what is cut is said.
+  auto shown_already = [&](const std::string& key) {
+    if (key == fallback_key) return true;
+    for (const char* k : {"path", "file", "filePath", "url", "command", "argv", "query", "pattern"})
+      if (key == k) {
+        const nlohmann::json& v = input.at(key);
+        return v.is_string() || ((key == "argv" || key == "command") && v.is_array());
+      }
+    return false;
+  };
+  auto add_rest = [&](const std::string& key, const nlohmann::json& value) {
+    if (shown_already(key)) return;
+    add_other(terminal_safe(key), terminal_safe(value.is_string() ? value.get_ref<const std::string&>()
+                                                                  : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  };
+  for (const char* key : {"dir", "cwd"})
+    if (auto it = input.find(key); it != input.end()) add_rest(key, *it);
   for (const auto& [key, value] : input.items())
-    if (value.is_string()) return {terminal_safe(key + "=" + value.get<std::string>()), false, {}};
-  return {};
+    if (key != "dir" && key != "cwd") add_rest(key, value);
+  if (left_out > 0) subject.others += "; and " + std::to_string(left_out) + (left_out == 1 ? " more input" : " more inputs");
+  return subject;
 }
 
 }  // namespace dhara::policy

@@ -58,8 +58,10 @@ struct call_subject {
 
 /// The first present of `path`, `file`, `filePath`, `url`, `command`, `argv` (joined,
 /// shell-quoted), `query`, `pattern`, with the others present in `others`; else the first
-/// string input as `key=value`. Control
-/// characters are shown as `?` so a subject cannot move the cursor or fake a prompt.
+/// string input as `key=value`. `dir` and `cwd` follow in `others` too. Control characters
+/// are shown as `?` so a subject cannot move the cursor or fake a prompt; the subject is cut
+/// at 512 bytes and the others at 160 each and 512 together (saying how much was cut), and a
+/// run of more than eight spaces is shown as its count, so the call stays on the screen.
 call_subject approval_subject(const nlohmann::json& input);
 
 /// `arg` quoted for a POSIX shell when it needs quoting ('…' with '\'' for quotes).

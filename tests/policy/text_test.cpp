@@ -71,6 +71,15 @@ TEST_CASE("text shown on a terminal acts on nothing and hides nothing", "[policy
       {"line\xe2\x80\xa8sep", "line?sep"},                       // U+2028
       {"\xe0\x80\xaf overlong, \xed\xa0\x80 surrogate", "??? overlong, ??? surrogate"},
       {"cut \xe2\x80", "cut ??"},
+      // Shown as nothing or as a blank: two names that look alike (a review).
+      {"soft\xc2\xad" "hyphen", "soft?hyphen"},                 // U+00AD
+      {"arabic\xd8\x9c" "mark", "arabic?mark"},                 // U+061C
+      {"notes\xe3\x85\xa4.txt", "notes?.txt"},                 // U+3164 Hangul filler
+      {"blank\xe2\xa0\x80" "braille", "blank?braille"},        // U+2800
+      {"vs\xef\xb8\x8f", "vs?"},                               // U+FE0F
+      {"tag\xf3\xa0\x81\x81" "ged", "tag?ged"},               // U+E0041 tag A
+      {"anno\xef\xbf\xb9" "tation", "anno?tation"},            // U+FFF9
+      {"kept: \xe2\x80\x90 \xc2\xa0 \xe3\x80\x80", "kept: \xe2\x80\x90 \xc2\xa0 \xe3\x80\x80"},  // hyphen, no-break and ideographic space
   };
   for (const row& r : rows) {
     INFO(r.in);
