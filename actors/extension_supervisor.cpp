@@ -765,7 +765,10 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, std::shared_ptr<io::ev
         [=](killstep_atom, std::uint64_t gen, std::int64_t id, int step) {
           auto& s = self->state;
           if (gen != s.gen || !s.alive) return;
-          if (id != 0 && !s.cancelled.count(id)) return;  // it answered in time
+          // A call answered before its SIGTERM needs no kill. Once SIGTERM went, SIGKILL follows
+          // whatever comes: a late answer in between stopped the chain, and the process, which
+          // ignored SIGTERM, ran on while every later call waited for its exit (a review).
+          if (step == 1 && id != 0 && !s.cancelled.count(id)) return;
           s.expected_exit = true;
           if (step == 1) {
             flush_outbox(self);

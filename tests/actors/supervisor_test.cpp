@@ -245,6 +245,23 @@ TEST_CASE_METHOD(runtime_fixture, "a call made while the kill chain stops the ex
   stop(sup);
 }
 
+TEST_CASE_METHOD(runtime_fixture, "a timed-out call answered after SIGTERM still ends in SIGKILL", "[runtime][supervisor]") {
+  // A review: the late answer stopped the kill chain after its SIGTERM (ignored), so the
+  // process ran on while the supervisor held every later call for the exit it was waiting
+  // for: `dhara run` never ended, a serve request was never answered.
+  auto cfg = config_for("hang-ignore-term");
+  cfg.call_timeout_ms = 200;
+  cfg.kill_grace_ms = 1500;  // SIGTERM ~300 ms after the timeout, the answer ~300 ms later, SIGKILL after
+  auto sup = actors::spawn_supervisor(sys, loop, cfg);
+  REQUIRE(status(sup).state == actors::extension_state::ready);
+  CHECK(call(sup, "late", {{"ms", 800}}).code == io::rpc_error::cancelled);
+  std::this_thread::sleep_for(1000ms);  // past the answer, inside the SIGTERM..SIGKILL window
+  auto r = call(sup, "ok", json::object(), "c2");
+  CHECK(r.ok);
+  CHECK(status(sup).restarts == 1);
+  stop(sup);
+}
+
 TEST_CASE_METHOD(runtime_fixture, "cancel answers -32004 at once and a cooperative extension keeps running", "[runtime][supervisor]") {
   auto sup = actors::spawn_supervisor(sys, loop, config_for("echo-py"));
   REQUIRE(status(sup).state == actors::extension_state::ready);

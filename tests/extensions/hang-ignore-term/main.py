@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # hang-ignore-term: test extension for the kill chain — ignores SIGTERM, so only SIGKILL ends it;
-# tool `hang` never replies and stops reading stdin. Tool `ok` answers.
+# tool `hang` never replies and stops reading stdin. Tool `ok` answers; `late` answers after
+# input.ms milliseconds.
 import json
 import signal
 import sys
@@ -13,6 +14,8 @@ TOOLS = [
      "parameters": {"type": "object", "properties": {}}, "capabilities": []},
     {"name": "ok", "description": "Return the text 'ok'",
      "parameters": {"type": "object", "properties": {}}, "capabilities": []},
+    {"name": "late", "description": "Return the text 'late' after input.ms milliseconds",
+     "parameters": {"type": "object", "properties": {"ms": {"type": "integer"}}}, "capabilities": []},
 ]
 
 
@@ -32,6 +35,9 @@ for raw in sys.stdin.buffer:
     elif method == "tools/execute" and params.get("toolName") == "hang":
         while True:
             time.sleep(3600)
+    elif method == "tools/execute" and params.get("toolName") == "late":
+        time.sleep((params.get("input") or {}).get("ms", 0) / 1000)
+        send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "late"}]}})
     elif method == "tools/execute" and params.get("toolName") == "ok":
         send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "ok"}]}})
     elif method == "shutdown":
