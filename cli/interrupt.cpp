@@ -1,9 +1,14 @@
 // Signals as a quit request (see interrupt.hpp).
 #include "cli/interrupt.hpp"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
 
 namespace dhara::cli {
 namespace {
@@ -13,6 +18,7 @@ sigset_t quit_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal or a dropped ssh session: results were lost
   return set;
 }
 
@@ -27,6 +33,12 @@ interrupt_watch::interrupt_watch() {
 }
 
 interrupt_watch::~interrupt_watch() {
+  if (watcher_.joinable()) {
+    std::uint64_t one = 1;
+    if (::write(stop_, &one, sizeof one) < 0) { /* the thread also ends with the process */ }
+    watcher_.join();
+  }
+  if (stop_ >= 0) ::close(stop_);
   if (fd_ < 0) return;
   // A signal that came while nobody looked (a second Ctrl-C during the teardown of an
   // interrupted start) is read here and dropped: unblocked, it would kill the process by the
@@ -48,6 +60,20 @@ int interrupt_watch::take() {
   return sig;
 }
 
-int interrupt_watch::exit_code(int signal) { return signal == SIGTERM ? 143 : 130; }
+void interrupt_watch::keep_watching() {
+  if (fd_ < 0 || watcher_.joinable()) return;
+  stop_ = ::eventfd(0, EFD_CLOEXEC);
+  if (stop_ < 0) return;  // nothing watches: the signals wait, blocked, as before
+  watcher_ = std::thread([this] {
+    for (;;) {
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+      if (fds[1].revents) return;
+      if (fds[0].revents) take();  // the first is noted (the teardown goes on), the second exits
+    }
+  });
+}
+
+int interrupt_watch::exit_code(int signal) { return signal == SIGTERM ? 143 : signal == SIGHUP ? 129 : 130; }
 
 }  // namespace dhara::cli

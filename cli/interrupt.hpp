@@ -1,15 +1,17 @@
-// Ctrl-C and SIGTERM for the commands that run extensions: instead of dying with calls in
-// flight, `run` and `serve` treat them like the user's `q` — cancel what is running, report
-// it, stop every extension, exit 130 (SIGINT) or 143 (SIGTERM). A second signal ends the
-// process at once.
+// Ctrl-C, SIGTERM and SIGHUP for the commands that run extensions: instead of dying with calls
+// in flight, `run` and `serve` treat them like the user's `q` — cancel what is running, report
+// it, stop every extension, exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP: the terminal
+// closed). A second signal ends the process at once, also while the extensions are stopped.
 #pragma once
+
+#include <thread>
 
 namespace dhara::cli {
 
 class interrupt_watch {
  public:
-  /// Blocks SIGINT and SIGTERM in this thread — construct it before any other thread starts,
-  /// so every thread inherits the mask — and opens a signalfd for them.
+  /// Blocks SIGINT, SIGTERM and SIGHUP in this thread — construct it before any other thread
+  /// starts, so every thread inherits the mask — and opens a signalfd for them.
   interrupt_watch();
   ~interrupt_watch();
   interrupt_watch(const interrupt_watch&) = delete;
@@ -17,14 +19,20 @@ class interrupt_watch {
 
   /// Readable when a signal arrived (for poll), or -1 when none could be opened.
   int fd() const { return fd_; }
-  /// The signal that arrived (SIGINT, SIGTERM) or 0; the second one exits the process.
+  /// The signal that arrived (SIGINT, SIGTERM, SIGHUP) or 0; the second one exits the process.
   int take();
-  /// The exit code for a signal: 130 for SIGINT, 143 for SIGTERM.
+  /// From now until the destructor, a thread takes the signals that come: for the teardown,
+  /// when nothing else looks (stopping a hung extension may take its grace periods), so a
+  /// second signal still ends the process at once. Call it once, after the last other take().
+  void keep_watching();
+  /// The exit code for a signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP.
   static int exit_code(int signal);
 
  private:
   int fd_ = -1;
   int seen_ = 0;
+  int stop_ = -1;  // an eventfd that ends the thread of keep_watching()
+  std::thread watcher_;
 };
 
 }  // namespace dhara::cli

@@ -133,6 +133,7 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
   if (::write(stop, &one, sizeof one) < 0) { /* the watcher also ends with the process */ }
   if (watcher.joinable()) watcher.join();
   ::close(stop);
+  interrupts.keep_watching();  // the session's end stops the extensions: a second signal still exits
   if (signal_seen != 0) sum.exit_code = interrupt_watch::exit_code(signal_seen);
   if (sum.output_error != 0)
     std::fprintf(stderr, "dhara: the results could not all be written to standard output (%s); the calls ran and "
@@ -160,7 +161,7 @@ void add_run_command(CLI::App& app, command_context& ctx) {
   run->footer("Examples:\n  echo '{\"tool\": \"echo\", \"input\": {\"text\": \"hi\"}}' | dhara run --calls -\n"
               "  dhara run --calls calls.jsonl -j 8\n  dhara run --calls calls.jsonl --mode approve\n"
               "Exit codes: 0 ok, 2 usage, 3 a call was denied or rejected, 4 a tool failed or an extension crashed, "
-              "130 you quit");
+              "130 you quit (or Ctrl-C), 143 SIGTERM, 129 SIGHUP");
   run->callback([&ctx, o] {
     ctx.action = [&ctx, o] { return run_calls(ctx.g, o->calls_file, o->concurrency, o->mode); };
   });

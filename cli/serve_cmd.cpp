@@ -193,7 +193,7 @@ void initialize(const global_options& g, const io::rpc_request& req, const std::
   so.session_id = session_id->empty() ? "serve-" + std::to_string(::getpid()) : *session_id;
   if (open.interrupts) so.interrupted = [w = open.interrupts] { return w->take(); };
   auto s = open_session(g, rc, so);
-  if (!s && (rc == 130 || rc == 143)) {  // a signal while the extensions started: the server ends
+  if (!s && (rc == 130 || rc == 143 || rc == 129)) {  // a signal while the extensions started: the server ends
     out.write_line(io::encode_error(req.id, -32000, "dhara was interrupted while the extensions started",
                                     {{"reason", "interrupted"}}));
     return end.signal(rc);
@@ -297,6 +297,7 @@ int serve(const global_options& g, const std::string& mode) {
   for (const parked_message& p : open.parked)
     if (auto* req = std::get_if<io::rpc_request>(&p.msg); req && req->method == "tools/call")
       out.write_line(io::encode_error(req->id, io::rpc_error::cancelled, "cancelled: the session ended before the call started"));
+  interrupts.keep_watching();  // stopping the extensions may take their grace: a second signal exits
   if (open.s) {
     broker::stop_server(open.server);
     open.s->host->shutdown();  // every extension stopped before the exit code is returned
@@ -323,7 +324,8 @@ void add_serve_command(CLI::App& app, command_context& ctx) {
       "  printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}' \\\n"
       "                '{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}' | dhara serve --stdio\n"
       "The protocol, with a complete exchange: docs/serve-protocol.md\n"
-      "Exit codes: 0 after shutdown or EOF, 2 usage, 130 the client answered quit");
+      "Exit codes: 0 after shutdown or EOF, 2 usage, 130 the client answered quit (or Ctrl-C), 143 SIGTERM, "
+      "129 SIGHUP");
   serve_cmd->callback([&ctx, o] { ctx.action = [&ctx, o] { return serve(ctx.g, o->mode); }; });
 }
 

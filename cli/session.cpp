@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/scheduler.hpp"
+#include "cli/interrupt.hpp"
 #include "io/log.hpp"
 #include "sandbox/launcher.hpp"
 
@@ -69,8 +70,8 @@ std::unique_ptr<session> open_session(const global_options& g, int& exit_code, c
   }
   if (int sig = s->host->interrupted()) {
     std::fprintf(stderr, "dhara: %s while the extensions started; no call ran\n",
-                 sig == SIGTERM ? "stopped (SIGTERM)" : "interrupted");
-    exit_code = sig == SIGTERM ? 143 : 130;
+                 sig == SIGTERM ? "stopped (SIGTERM)" : sig == SIGHUP ? "stopped (SIGHUP: the terminal closed)" : "interrupted");
+    exit_code = interrupt_watch::exit_code(sig);
     return nullptr;
   }
   for (const auto& info : s->host->extensions())

@@ -210,6 +210,67 @@ def test_ctrl_c_while_an_extension_hangs_in_its_handshake_ends_the_run_at_once()
             h.close()
 
 
+def start_run_with_a_hung_call(h, settings):
+    """`dhara run` of two calls to hang-ignore-term, `hang` (never answers, ignores SIGTERM)
+    and `ok`, with `settings` as config.json; returns the process once `hang` is running."""
+    h.add("hang-ignore-term")
+    h.config(settings)
+    calls = os.path.join(h.root, "calls.jsonl")
+    with open(calls, "w") as f:
+        f.write(json.dumps({"tool": "hang", "input": {}}) + "\n" + json.dumps({"tool": "ok", "input": {}}) + "\n")
+    proc = subprocess.Popen([DHARA, "--no-prompt", "run", "--calls", calls, "-j", "2"], cwd=h.project, env=h.env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    time.sleep(1.5)  # both calls are in flight (`ok` waits behind `hang`: one thread)
+    assert proc.poll() is None, proc.communicate()
+    return proc
+
+
+def test_sighup_ends_a_run_like_ctrl_c_with_every_result_line():
+    """SIGHUP (a closed terminal, a dropped ssh session) killed `dhara run` by the signal: no
+    result line of the calls in flight, no summary, and at yolo an extension left running (a
+    review). It is an interrupt now: calls cancelled and reported, exit 129."""
+    h = Home()
+    try:
+        proc = start_run_with_a_hung_call(h, {"security": {"level": "yolo"}})
+        os.kill(proc.pid, signal.SIGHUP)
+        out, err = proc.communicate(timeout=GUARD)
+        lines = sorted((json.loads(l) for l in out.splitlines()), key=lambda l: l["id"])
+        assert proc.returncode == 129, (proc.returncode, out, err)
+        assert [l["status"] for l in lines] == ["cancelled", "cancelled"], lines  # `ok` waits behind `hang`
+        assert b"2 calls in" in err and b"(interrupted)" in err, err
+        left = gone_from(os.path.join(h.dh, "extensions"))
+        assert not left, f"extensions left running: {left}"
+    finally:
+        h.close()
+
+
+def test_a_second_signal_ends_the_run_while_the_extensions_are_stopped():
+    """After the first Ctrl-C the extensions are stopped, which for one that ignores cancel and
+    SIGTERM takes cancelGraceMs and killGraceMs; a second signal then waited with them (a
+    review: 22 s; up to 20 min with the largest settings). It ends the process at once now."""
+    for second, code in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
+        h = Home()
+        try:
+            proc = start_run_with_a_hung_call(h, {"extensions": {"cancelGraceMs": 60000, "killGraceMs": 60000}})
+            os.kill(proc.pid, signal.SIGINT)
+            time.sleep(1.0)  # the batch has ended; the extensions are being stopped
+            assert proc.poll() is None, proc.communicate()
+            sent = time.monotonic()
+            os.kill(proc.pid, second)
+            out, err = proc.communicate(timeout=GUARD)  # a hang guard: the graces are 60 s each
+            waited = time.monotonic() - sent
+            assert proc.returncode == code, (proc.returncode, out, err)
+            assert len(out.splitlines()) == 2 and b"(interrupted)" in err, (out, err)  # printed before
+            print(f"     then {signal.Signals(second).name}: exit {code} {waited:.2f} s after it")
+        finally:
+            h.close()
+            # The launcher's parent-death signal ends the extension that dhara left.
+            deadline = time.monotonic() + GUARD
+            while gone_from(os.path.join(h.dh, "extensions")) and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+
 def test_ctrl_c_while_serve_starts_the_extensions_ends_it_at_once():
     """serve starts the extensions at initialize; a Ctrl-C then was read only after the
     handshakes (up to 11 s with one hung, a review). initialize is answered with the reason
