@@ -520,7 +520,10 @@ void on_message(self_ptr self, io::rpc_message& m) {
     }
     ++st.host_in_flight;
     std::string call_id;
-    if (st.calls.size() == 1) call_id = st.calls.begin()->second.tool_call_id;  // the call it belongs to
+    // The call it belongs to when only one can have made it: none given up on may still run in
+    // the extension (a timed-out call's late host request was credited to the one call left in
+    // flight, which read nothing: a review).
+    if (st.calls.size() == 1 && st.cancelled.empty()) call_id = st.calls.begin()->second.tool_call_id;
     json id = q->id;
     std::uint64_t gen = st.gen;
     self->request(st.cfg.host, caf::infinite, host_atom::value, host_request{st.cfg.name, q->method, q->params, call_id})

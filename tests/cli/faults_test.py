@@ -271,6 +271,34 @@ def test_a_second_signal_ends_the_run_while_the_extensions_are_stopped():
                 time.sleep(0.1)
 
 
+def test_a_host_request_of_a_call_given_up_on_is_credited_to_no_other_call():
+    """A call timed out, its work went on in the extension, and its host request came while
+    another call was the only one in flight: the audit credited the read to that call, which
+    read nothing (a review). With a call given up on still unanswered, no call is named."""
+    h = Home()
+    try:
+        h.add("late-host")
+        h.approve_in_file("late-host", "filesystem:read")
+        h.config({"extensions": {"callTimeoutMs": 500, "cancelGraceMs": 5000}})
+        calls = os.path.join(h.root, "calls.jsonl")
+        with open(calls, "w") as f:
+            f.write(json.dumps({"id": 1, "tool": "read_later", "input": {"path": "a.txt", "delay_ms": 800}}) + "\n")
+            f.write(json.dumps({"id": 2, "tool": "wait", "input": {"ms": 450}}) + "\n")
+            f.write(json.dumps({"id": 3, "tool": "read_later", "input": {"path": "a.txt", "delay_ms": 100}}) + "\n")
+        # -j 1: call 2 starts when call 1 times out (500 ms) and is alone in flight at 800 ms.
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], cwd=h.project, env=h.env,
+                             stdin=subprocess.DEVNULL, capture_output=True, timeout=GUARD * 2, start_new_session=True)
+        lines = {json.loads(l)["id"]: json.loads(l) for l in out.stdout.splitlines()}
+        assert lines[1]["status"] == "cancelled" and lines[2]["status"] == "ok", (out.stdout, out.stderr)
+        entries, _ = read_audit(h.dh)
+        reads = [e.get("toolCallId", "") for e in entries if e["tool"] == "host/fs/read"]
+        # Call 1's late read: no call named. Call 3's, alone in flight once call 1's late answer
+        # came: its own.
+        assert reads == ["", "call-3"], entries
+    finally:
+        h.close()
+
+
 def test_ctrl_c_while_serve_starts_the_extensions_ends_it_at_once():
     """serve starts the extensions at initialize; a Ctrl-C then was read only after the
     handshakes (up to 11 s with one hung, a review). initialize is answered with the reason
