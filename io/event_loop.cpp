@@ -368,16 +368,33 @@ struct event_loop::impl {
     };
     auto* w = new write_req{{}, std::move(bytes), this, id};
     uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int) {
+    int rc = uv_write(&w->req, stream, &b, 1, [](uv_write_t* r, int status) {
       auto* done = reinterpret_cast<write_req*>(r);
+      if (status < 0 && status != UV_ECANCELED) done->owner->input_refused(done->id);
       done->owner->write_done(done->id, done->data.size());
       delete done;
     });
-    if (rc < 0) {  // the exit report follows
+    if (rc < 0) {
       const std::size_t size = w->data.size();
       delete w;
+      input_refused(id);
       write_done(id, size);
     }
+  }
+
+  // A write to the process's stdin failed (EPIPE: its stdin is closed). One that is exiting
+  // gets the moment a closed stdout gets; one that lives on can never be given a call again
+  // and is ended, rather than each call written into the closed pipe waiting for its timeout
+  // (a review: 120 s each by default).
+  void input_refused(std::uint64_t id) {
+    proc* p = find(id);
+    if (!p || p->exited || p->reported || p->out_eof || !p->exit.violation.empty() ||
+        uv_is_active(reinterpret_cast<uv_handle_t*>(&p->eof_timer)))
+      return;  // its end is on its way already
+    uv_timer_start(&p->eof_timer, [](uv_timer_t* t) {
+      auto* q = static_cast<proc*>(t->data);
+      if (!q->exited && !q->reported) q->owner->violation(q, "it closed its stdin but kept running");
+    }, eof_after_exit_ms, 0);
   }
 
   void begin_stop(std::uint64_t grace_ms) {

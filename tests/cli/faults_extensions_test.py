@@ -235,6 +235,30 @@ def test_an_extension_that_closes_stdout_but_keeps_running():
         x.close()
 
 
+def test_an_extension_that_closes_stdin_but_keeps_running():
+    """Writes to its closed stdin failed (EPIPE) unnoticed: each later call was lost in the pipe
+    and waited for callTimeoutMs, 120 s by default (a review). It is ended as a violation now,
+    as one that closes its stdout is, and the next call goes to a new process."""
+    x = Session(["close-stdout"])
+    try:
+        folder = x.h.path("extensions", "close-stdout")
+        (old,) = running_under(folder)
+        assert text(x.s.tool("close-stdout/close-stdin")) == "stdin closed"
+        r = x.s.tool("close-stdout/ok", limit=GUARD + 10)  # a hang guard: the call timeout is 120 s
+        assert "error" in r and r["error"]["code"] == -32003, r
+        assert "closed its stdin" in r["error"]["message"], r
+        deadline = time.monotonic() + GUARD
+        while old in running_under(folder):
+            assert time.monotonic() < deadline, "the half-dead extension was not ended"
+            time.sleep(0.05)
+        assert text(x.s.tool("close-stdout/ok")) == "ok"  # a new process
+        x.same_descriptors("close-stdin")
+        x.healthy("close-stdin")
+        print(f"     the call after close-stdin: {r['error']['code']} {r['error']['message']!r}")
+    finally:
+        x.close()
+
+
 def spawning_fork_child(h):
     # Its OS sandbox allows fork only with process:spawn (DESIGN §9), declared and approved.
     h.add("fork-child", capabilities=["process:spawn"])

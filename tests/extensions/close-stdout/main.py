@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # close-stdout: test extension for a half-dead process — tool `close` closes stdout (fd 1) without
 # replying and keeps running: it goes on reading (and ignoring) stdin and does not exit at EOF;
-# SIGTERM ends it. Tool `ok` answers normally.
+# SIGTERM ends it. Tool `close-stdin` closes stdin (fd 0), then answers and keeps running without
+# reading anything. Tool `ok` answers normally.
 import json
 import os
 import sys
@@ -9,6 +10,8 @@ import time
 
 TOOLS = [
     {"name": "close", "description": "Close stdout without replying, keep running",
+     "parameters": {"type": "object", "properties": {}}, "capabilities": []},
+    {"name": "close-stdin", "description": "Close stdin, answer, keep running",
      "parameters": {"type": "object", "properties": {}}, "capabilities": []},
     {"name": "ok", "description": "Return the text 'ok'",
      "parameters": {"type": "object", "properties": {}}, "capabilities": []},
@@ -39,6 +42,11 @@ for raw in sys.stdin.buffer:
         sys.stdout.flush()
         os.close(1)
         linger()
+    elif method == "tools/execute" and params.get("toolName") == "close-stdin":
+        os.close(0)  # first: every later write to it fails (EPIPE)
+        send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "stdin closed"}]}})
+        while True:
+            time.sleep(3600)
     elif method == "tools/execute" and params.get("toolName") == "ok":
         send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "ok"}]}})
     elif method == "shutdown":
