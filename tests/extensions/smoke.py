@@ -246,10 +246,14 @@ def crash_crash(x):
     assert "exiting with code 3" in x.stderr_tail(), "stderr tail"
 
 
-def hang(sigterm_kills):
+def hang(sigterm_kills, tools=("hang", "ok")):
     def run(x):
-        x.initialize(["hang", "ok"])
+        x.initialize(list(tools))
         assert text_of(x.execute("ok")) == "ok"
+        if "late" in tools:
+            t0 = time.monotonic()
+            assert text_of(x.execute("late", {"ms": 300})) == "late"
+            assert time.monotonic() - t0 >= 0.3, "late answered before its ms"
         x.send("tools/execute", x.exec_params("hang", call_id="h1"))
         x.silent(0.3)
         x.send("tools/cancel", {"toolCallId": "h1"}, notify=True)
@@ -369,8 +373,35 @@ def crash_start(x):
     assert "before the handshake" in x.stderr_tail(), "stderr tail"
 
 
+def late_host(x):
+    x.initialize(["read_later", "wait"])
+    assert text_of(x.execute("wait", {"ms": 10})) == "waited"
+    id_ = x.send("tools/execute", x.exec_params("read_later", {"path": "a.txt", "delay_ms": 0}))
+    req = x.recv()
+    assert req.get("method") == "host/fs/read" and req["params"] == {"path": "a.txt"}, f"host request: {req}"
+    x.write((json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {"content": "alpha"}}) + "\n").encode())
+    reply = x.recv()
+    assert reply["id"] == id_ and "alpha" in text_of(reply["result"]), f"answer: {reply}"
+    x.shutdown()
+
+
+def close_stdin(x):
+    x.initialize(["close", "close-stdin", "ok"])
+    assert text_of(x.execute("close-stdin")) == "stdin closed"
+    try:
+        for _ in range(100):  # the pipe has no reader: a write fails at once
+            x.write(b"{}\n")
+        raise AssertionError("stdin still open after close-stdin")
+    except (BrokenPipeError, OSError):
+        pass
+    time.sleep(0.3)
+    assert x.proc.poll() is None, f"exited (code {x.proc.returncode}) after closing stdin"
+    x.proc.send_signal(signal.SIGTERM)
+    x.expect_exit(-signal.SIGTERM)
+
+
 def close_stdout(x):
-    x.initialize(["close", "ok"])
+    x.initialize(["close", "close-stdin", "ok"])
     assert text_of(x.execute("ok")) == "ok"
     x.send("tools/execute", x.exec_params("close"))
     try:
@@ -394,7 +425,7 @@ TESTS = [
     ("crash", "ok then shutdown", crash_ok),
     ("crash", "crash exits 3 without replying", crash_crash),
     ("hang-term", "hang, SIGTERM kills", hang(True)),
-    ("hang-ignore-term", "hang, survives SIGTERM, SIGKILL kills", hang(False)),
+    ("hang-ignore-term", "late, hang, survives SIGTERM, SIGKILL kills", hang(False, ("hang", "ok", "late"))),
     ("hang-init", "never answers initialize", hang_init),
     ("garbage", "writes a non-JSON line", garbage),
     ("long-line", "9 MiB single line", long_line),
@@ -404,6 +435,8 @@ TESTS = [
     ("fork-child", "exits 5, a grandchild keeps stdout open", fork_child),
     ("crash-start", "exits 1 before the handshake", crash_start),
     ("close-stdout", "closes stdout, keeps running", close_stdout),
+    ("close-stdout", "closes stdin, answers, keeps running", close_stdin),
+    ("late-host", "a host request, then the answer", late_host),
     ("fs-tool", "declares filesystem:read, reads a file", fs_tool),
     ("host-client", "relays one host request", host_client),
 ]

@@ -107,7 +107,13 @@ TEST_CASE("approve mode shows the subject DESIGN names, in its order", "[policy]
       {{{"command", {"ls", "-la", "a;b"}}}, "ls -la 'a;b'", false},
       {{{"query", "select"}, {"pattern", "p"}}, "select; pattern: p", false},
       {{{"pattern", "TODO"}}, "TODO", false},
-      {{{"ms", 5}, {"text", "hi"}}, "text=hi", false},
+      // Every other input follows, `dir` and `cwd` first, a value that is not a string as JSON.
+      {{{"ms", 5}, {"text", "hi"}}, "text=hi; ms: 5", false},
+      {{{"command", "rm -rf build"}, {"cwd", "/work/other"}}, "rm -rf build; cwd: /work/other", false},
+      {{{"path", "a"}, {"dir", "d"}, {"cwd", "c"}, {"b", {{"x", 1}}}}, "a; dir: d; cwd: c; b: {\"x\":1}", true},
+      {{{"text", "rm -rf x" + std::string(3000, ' ') + "ls"}}, "text=rm -rf x [3000 spaces] ls", false},
+      {{{"a", std::string(600, 'y')}}, "a=" + std::string(510, 'y') + "… (90 more bytes)", false},
+      {{{"path", "p"}, {"z", std::string(200, 'z')}}, "p; z: " + std::string(160, 'z') + "… (40 more bytes)", true},
       {{{"ms", 5}}, "", false},
       {json::object(), "", false},
       {{{"path", "evil\x1b[2Jname\n"}}, "evil?[2Jname?", true},  // no escape sequences reach the terminal
