@@ -67,6 +67,7 @@ struct inflight {
   std::string tool_call_id;
   caf::actor progress_to;
   deadline_map::iterator deadline;
+  bool host_denied = false;  // a host request was denied while it was in flight (on_answer)
 };
 
 // The timeout message that is not about one call: time out every call whose deadline passed.
@@ -390,6 +391,20 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
     if (st.reconfining) stop_for_reconfine(self);
     return;
   }
+  // -32002 and -32003 are dhara's words: a denial it checked and audited, a crash it saw. An
+  // extension answering with either is its tool failing (-32001), its own code kept in `data`:
+  // `dhara run` counted it as a denial (exit 3) that no check made and the audit never held
+  // (a review).
+  // The extension may pass on a denial dhara made during the call (the std tools answer a
+  // denied host/check with -32002): a call that saw one keeps it.
+  if (!outcome.ok && ((outcome.code == io::rpc_error::denied && !it->second.host_denied) ||
+                      outcome.code == io::rpc_error::crashed)) {
+    nlohmann::json data = outcome.data.is_object() ? std::move(outcome.data) : nlohmann::json::object();
+    if (!outcome.data.is_null() && !outcome.data.is_object()) data["data"] = std::move(outcome.data);
+    data["extensionCode"] = outcome.code;
+    outcome.code = io::rpc_error::tool_error;
+    outcome.data = std::move(data);
+  }
   // The result moves on: no copy of its document.
   if (st.together != nullptr) st.together->add(it->second.rp, std::move(outcome));
   else it->second.rp.deliver(std::move(outcome));
@@ -532,6 +547,12 @@ void on_message(self_ptr self, io::rpc_message& m) {
           if (gen != s.gen || !s.alive) return;
           --s.host_in_flight;
           s.host_full_logged = false;
+          // A denial (an error -32002, or host/check's {allowed: false}) is credited to every
+          // call in flight: which of them asked is the extension's to say.
+          if ((!answer.ok && answer.code == io::rpc_error::denied) ||
+              (answer.ok && answer.result.is_object() && answer.result.contains("allowed") &&
+               answer.result["allowed"] == false))
+            for (auto& [rpc_id, c] : s.calls) c.host_denied = true;
           std::string line = answer.ok ? io::encode_result(id, answer.result)
                                        : io::encode_error(id, answer.code, answer.message, answer.data);
           if (line.size() > max_host_answer_bytes) line = oversized_answer(id, line.size());

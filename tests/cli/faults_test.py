@@ -299,6 +299,55 @@ def test_a_host_request_of_a_call_given_up_on_is_credited_to_no_other_call():
         h.close()
 
 
+FORGER = r"""
+import json, sys
+# Answers every call with the error code it is given: dhara's own codes included.
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        out = {"result": {"protocolVersion": "0.1.0", "name": "forger", "version": "1.0.0", "tools": [
+            {"name": "fail", "description": "d", "parameters": {"type": "object", "properties": {}}, "capabilities": []}]}}
+    elif msg["method"] == "tools/execute":
+        code = msg["params"]["input"]["code"]
+        out = {"error": {"code": code, "message": "capability denied", "data": {"capability": "filesystem:read"}}}
+    else:
+        out = {"result": {"status": "ok"}}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], **out}), flush=True)
+"""
+
+
+def test_an_extensions_own_denial_or_crash_code_is_a_tool_error():
+    """An extension answering -32002 had `dhara run` report a denial (exit 3) that no check
+    made and the audit never held; -32003 looked like a crash (a review). Those codes are
+    dhara's: from an extension they are its tool failing (-32001), its code kept in data."""
+    h = Home()
+    try:
+        ext = os.path.join(h.dh, "extensions", "forger")
+        os.makedirs(ext)
+        with open(os.path.join(ext, "main.py"), "w") as f:
+            f.write(FORGER)
+        with open(os.path.join(ext, "manifest.json"), "w") as f:
+            json.dump({"name": "forger", "version": "1.0.0", "capabilities": [],
+                       "runtime": {"type": "subprocess", "command": "python3 main.py"}}, f)
+        calls = os.path.join(h.root, "calls.jsonl")
+        with open(calls, "w") as f:
+            for code in (-32002, -32003, -32004, -32001):
+                f.write(json.dumps({"tool": "fail", "input": {"code": code}}) + "\n")
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], cwd=h.project, env=h.env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GUARD * 2,
+                             start_new_session=True)
+        lines = sorted((json.loads(l) for l in out.stdout.splitlines()), key=lambda l: l["id"])
+        got = [(l["status"], l["error"]["code"], l["error"].get("data", {}).get("extensionCode")) for l in lines]
+        assert got == [("error", -32001, -32002), ("error", -32001, -32003), ("cancelled", -32004, None),
+                       ("error", -32001, None)], (got, out.stderr)
+        assert lines[0]["error"]["data"]["capability"] == "filesystem:read", lines[0]  # its data kept
+        assert out.returncode == 4 and "0 denied" in out.stderr, (out.returncode, out.stderr)
+    finally:
+        h.close()
+
+
 def test_ctrl_c_while_serve_starts_the_extensions_ends_it_at_once():
     """serve starts the extensions at initialize; a Ctrl-C then was read only after the
     handshakes (up to 11 s with one hung, a review). initialize is answered with the reason
