@@ -65,6 +65,13 @@ void audit_then(Self* self, const extension_host& host, policy::audit_entry entr
             [self, next](caf::error& e) mutable { next("the audit writer is gone: " + self->system().render(e)); });
 }
 
+// The call was cancelled while its question was open (serve's tools/cancel): -32004, as any
+// cancel is, and nothing audited as the human's answer, for nobody answered (a review: it was
+// a rejection "decided by" the user).
+inline call_outcome cancelled_while_asked() {
+  return {actors::call_error(io::rpc_error::cancelled, "cancelled while its question was open"), false, false};
+}
+
 inline call_outcome denied_by_audit(const std::string& error) {
   return {actors::call_error(io::rpc_error::denied, "the decision could not be audited: " + error,
                              {{"capability", nullptr}, {"reason", error}}),
@@ -88,6 +95,7 @@ void review(Self* self, const extension_host& host, std::shared_ptr<call_spec> s
   self->request(approver, caf::infinite, actors::question_atom::value, std::move(q))
       .then(
           [self, &host, spec, result, done](actors::hitl_answer& a) mutable {
+            if (a.decision == actors::hitl_decision::lost && *spec->cancelled) return done(cancelled_while_asked());
             // Every answer is audited (a `y` and a `q` were not), and released once written.
             if (a.decision == actors::hitl_decision::allow || a.decision == actors::hitl_decision::always)
               return audit_then(self, host, human_decision_entry(*spec, "review", true, ""),
@@ -160,6 +168,7 @@ void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<ca
       .then(
           [self, &host, spec, approver, done](actors::hitl_answer& a) mutable {
             using actors::hitl_decision;
+            if (a.decision == hitl_decision::lost && *spec->cancelled) return done(cancelled_while_asked());
             if (a.decision == hitl_decision::quit)
               return audit_then(self, host, human_decision_entry(*spec, "approve", false, "the user quit"),
                                 [done](const std::string&) mutable {  // quits all the same

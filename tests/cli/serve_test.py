@@ -484,6 +484,29 @@ def test_approve_mode_asks_before_each_call():
         s.close()
 
 
+def test_a_call_cancelled_while_its_question_is_open_is_cancelled_not_rejected():
+    # A review: tools/cancel while the approval/request was open answered the call with a
+    # rejection result and audited it as the user's "no"; nobody answered. It is -32004 now,
+    # with nothing audited as the human's decision, in approve and in review mode.
+    for mode, tool_input in (("approve", {"text": "x"}), ("review", {"text": "y"})):
+        s = Server(approve_fs=True, args=("--mode", mode))
+        try:
+            s.initialize()
+            id1 = s.request("tools/call", {"tool": "echo", "input": tool_input, "toolCallId": "c1"})
+            q = s.read()
+            assert q["method"] == "approval/request", q
+            s.send({"jsonrpc": "2.0", "method": "tools/cancel", "params": {"toolCallId": "c1"}})
+            r, _ = s.wait_for(id1)
+            assert r["error"]["code"] == -32004 and "question was open" in r["error"]["message"], (mode, r)
+            assert [e for e in s.audit() if "prompt" in e["details"]] == [], (mode, s.audit())
+            # The next call is asked about and answered as usual.
+            id2 = s.request("tools/call", {"tool": "echo", "input": {"text": "next"}})
+            s.answer(s.read(), "allow")
+            assert s.wait_for(id2)[0]["result"]["content"][0]["text"] == "next", mode
+        finally:
+            s.close()
+
+
 def test_review_mode_sends_the_result():
     s = Server(args=("--mode", "review"))
     try:
