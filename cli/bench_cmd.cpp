@@ -40,6 +40,7 @@
 #include "cli/session.hpp"
 #include "io/audit_log.hpp"
 #include "io/permissions_file.hpp"
+#include "io/path_resolver.hpp"
 #include "io/piped_child.hpp"
 #include "io/settings_file.hpp"
 #include "policy/tool_gate.hpp"
@@ -625,6 +626,15 @@ int run_bench(const global_options& g, const bench_options& o) {
   if (!make_home(h, o, echo_src, error)) {
     std::fprintf(stderr, "dhara bench: %s\n", error.c_str());
     return 1;
+  }
+  // An interpreter that is not installed is the machine's set-up: which one, and what to do (it
+  // said "cannot start python3 in <a temporary folder already gone>", exit 1: a review).
+  if (h.command.front().find('/') == std::string::npos) {
+    const char* path_env = std::getenv("PATH");
+    if (!io::path_executable_locator(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin", h.project.string())
+             .locate(h.command.front()))
+      return usage_error("--runtime " + o.runtime + " runs its echo with '" + h.command.front() +
+                         "', which is not on PATH: install it, or use --runtime native");
   }
   // The session reads HOME and DHARA_HOME; the extensions inherit them.
   ::setenv("HOME", h.home.c_str(), 1);

@@ -131,6 +131,19 @@ def test_bench_python_runtime_completes_and_verifies_its_audit():
     assert r["runtime"] == "python" and r["extensions"] == 2, r
 
 
+def test_a_missing_interpreter_is_named_with_what_to_do():
+    # A review: "cannot start python3 in <a temporary folder already gone>", exit 1.
+    empty = tempfile.mkdtemp(prefix="dhara-nopath-")
+    try:
+        p = subprocess.run([DHARA, "bench", "--runtime", "python", "--calls", "10"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, env={**ENV, "PATH": empty}, timeout=120)
+        assert p.returncode == 2, (p.returncode, p.stderr)
+        assert p.stderr == ("dhara bench: --runtime python runs its echo with 'python3', which is not on PATH: "
+                            "install it, or use --runtime native\n"), p.stderr
+    finally:
+        os.rmdir(empty)
+
+
 def test_bench_node_runtime_completes_and_verifies_its_audit():
     code, out, err = bench("--runtime", "node", "--extensions", "2", "--calls", "500", "--inflight", "16", "--json")
     assert code == 0, f"exit {code}: {err}{out}"
