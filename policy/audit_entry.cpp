@@ -478,6 +478,20 @@ bool path_ignored(std::string_view value, std::string_view resolved, const std::
   return !resolved.empty();
 }
 
+// Whether `pattern` names a URL's scheme and host literally (`https://registry.npmjs.org/**`):
+// its first glob character comes after the slash that ends the host. Only such a pattern drops
+// a URL's entry. A folder glob matched the path of a fetch to any host, so the seed's own
+// `**/node_modules/**` kept `http://203.0.113.7/node_modules/<secret>` out of the trail: the
+// host is what a reader of the trail must see (a review).
+bool names_its_host(std::string_view pattern) {
+  const std::size_t scheme_end = pattern.find("://");
+  if (scheme_end == std::string_view::npos || scheme_end == 0) return false;
+  const std::size_t host_end = pattern.find('/', scheme_end + 3);
+  if (host_end == std::string_view::npos || host_end == scheme_end + 3) return false;
+  const std::size_t glob = first_glob_char(pattern);
+  return glob == std::string_view::npos || glob > host_end;
+}
+
 bool url_ignored(std::string_view value, const std::vector<std::string>& patterns) {
   // Matched without its query and fragment, and never with a '%' or a dot segment in its path,
   // which the server may read as another path than the one matched.
@@ -489,10 +503,8 @@ bool url_ignored(std::string_view value, const std::vector<std::string>& pattern
   if (!path.empty() && (!normalize_path_into(path, "/", normalized) ||
                         (normalized != path && normalized + "/" != path)))
     return false;
-  for (const std::string& pattern : patterns) {
-    if (pattern.empty()) continue;
-    if (glob_match(pattern, url) || (!path.empty() && glob_match(pattern, path))) return true;
-  }
+  for (const std::string& pattern : patterns)
+    if (names_its_host(pattern) && glob_match(pattern, url)) return true;
   return false;
 }
 

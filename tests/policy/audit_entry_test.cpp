@@ -215,7 +215,10 @@ TEST_CASE("an ignore pattern cannot be met by what a caller adds to a path or a 
       {"a fragment naming node_modules", "url", "https://1.1.1.1/upload?secret=1#/node_modules/a", "", false},
       {"a path with a dot segment", "url", "https://cdn.test/node_modules/../upload", "", false},
       {"a path with a percent escape", "url", "https://cdn.test/node_modules/%2e%2e/upload", "", false},
-      {"a path under node_modules, query dropped", "url", "https://cdn.test/node_modules/x.js?v=1", "", true},
+      // A URL is dropped only by a pattern naming its scheme and host: a folder glob matched
+      // a fetch to any host whose path had the folder in it (a review).
+      {"any host's path under node_modules", "url", "http://203.0.113.7/node_modules/AKIA-SECRET", "", false},
+      {"a path under node_modules, query dropped", "url", "https://cdn.test/node_modules/x.js?v=1", "", false},
   };
   for (const row& r : rows) {
     INFO(r.name);
@@ -227,6 +230,35 @@ TEST_CASE("an ignore pattern cannot be met by what a caller adds to a path or a 
     audit_entry e = example_entry();
     e.details = {{r.key, r.value}};
     CHECK(is_ignored(e, nm, r.resolved) == r.ignored);
+  }
+}
+
+TEST_CASE("a URL's entry is dropped only by a pattern that names its scheme and host", "[policy][audit]") {
+  const std::vector<std::string> patterns = {"https://cdn.test/**", "**/node_modules/**", "http*://any.test/**",
+                                             "https://*.wild.test/**", "https:///**"};
+  struct row {
+    const char* value;
+    bool ignored;
+  };
+  const row rows[] = {
+      {"https://cdn.test/lib.js", true},
+      {"https://cdn.test/node_modules/x.js?v=1", true},
+      {"https://cdn.test@evil.test/lib.js", false},      // userinfo: the host is evil.test
+      {"https://cdn.test.evil.test/lib.js", false},
+      {"https://cdn.test:8443/lib.js", false},
+      {"http://cdn.test/lib.js", false},                 // another scheme
+      {"https://evil.test/node_modules/x.js", false},    // the folder glob names no host
+      {"https://any.test/x", false},                     // a glob in the scheme names none
+      {"https://a.wild.test/x", false},                  // nor one in the host
+      {"https:///x", false},
+  };
+  for (const row& r : rows) {
+    INFO(r.value);
+    const audit_detail d{"url", r.value};
+    audit_entry_view v;
+    v.action = audit_action::allowed;
+    v.details = {&d, 1};
+    CHECK(is_ignored(v, patterns) == r.ignored);
   }
 }
 
@@ -703,9 +735,11 @@ TEST_CASE("the ignore filter drops only allowed entries whose path or url matche
       {"dot-dot out of node_modules is kept", audit_action::allowed, "path", "/p/node_modules/../src/y.js", nm, false},
       {"second pattern matches", audit_action::allowed, "path", "/var/log/x", {"/nope/**", "/var/log/**"}, true},
       {"other detail keys are not matched", audit_action::allowed, "file", "/p/node_modules/x/y.js", nm, false},
-      {"url path matches", audit_action::allowed, "url", "https://cdn.example.com/p/node_modules/x/y.js?v=1", nm, true},
+      // A URL's path alone drops nothing: the pattern must name its host (a review).
+      {"url path alone kept", audit_action::allowed, "url", "https://cdn.example.com/p/node_modules/x/y.js?v=1", nm, false},
       {"url path kept", audit_action::allowed, "url", "https://api.example.com/data", nm, false},
-      {"url path glob", audit_action::allowed, "url", "https://api.example.com/static/app.js#top", {"/static/**"}, true},
+      {"url path glob alone kept", audit_action::allowed, "url", "https://api.example.com/static/app.js#top", {"/static/**"}, false},
+      {"url glob with its host", audit_action::allowed, "url", "https://api.example.com/static/app.js#top", {"https://api.example.com/static/**"}, true},
       {"denied url kept", audit_action::denied, "url", "https://api.example.com/static/app.js", {"/static/**"}, false},
       {"whole url glob", audit_action::allowed, "url", "https://api.example.com/static/app.js", {"https://api.example.com/**"}, true},
       {"whole url glob of another host", audit_action::allowed, "url", "https://evil.example.net/static/app.js", {"https://api.example.com/**"}, false},
