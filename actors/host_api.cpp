@@ -250,30 +250,6 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   return call_error(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
 }
 
-// Why a request's subjects are too large to be checked, or "". Each is written into its audit
-// line whole: paths of megabytes rotated the kept audit files away in seconds, an extension's
-// own denial with them (a review). Nothing real is this long: PATH_MAX is 4096, and Linux takes
-// at most 128 KiB an argument.
-std::string oversized(const plan& p) {
-  constexpr std::size_t max_path = 4096, max_url = 8192, max_argv = 128 * 1024, max_args = 4096;
-  for (const policy::gate_check& c : p.checks) {
-    const std::size_t n = c.subject.size();
-    if (c.kind == policy::subject_kind::path && n > max_path)
-      return "the path is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
-    if (c.kind == policy::subject_kind::url && n > max_url)
-      return "the URL is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_url) + " dhara checks";
-    if (c.kind == policy::subject_kind::command_string && n > max_argv)
-      return "the command is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_argv) + " a command may have";
-    if (c.also.size() > max_path)
-      return "the " + c.also_key + " is " + std::to_string(c.also.size()) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
-    std::size_t total = 0;
-    for (const std::string& a : c.argv) total += a.size() + 1;
-    if (c.argv.size() > max_args || total > max_argv)
-      return "the argv has " + std::to_string(c.argv.size()) + " arguments of " + std::to_string(total) +
-             " bytes, over the " + std::to_string(max_args) + " arguments and " + std::to_string(max_argv) + " bytes dhara spawns";
-  }
-  return {};
-}
 
 // Runs one blocking operation on its own detached thread, then ends. Its result goes back with
 // the ticket it was sent with.
@@ -395,7 +371,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             return rp;
           }
           plan p = std::move(std::get<plan>(planned));
-          if (std::string why = oversized(p); !why.empty()) {
+          if (std::string why = policy::oversized_subject(p.checks); !why.empty()) {
             rp.deliver(call_error(io::rpc_error::invalid_params, r.method + ": " + why));
             return rp;
           }

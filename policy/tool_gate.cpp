@@ -81,6 +81,27 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
   return with_bare_checks();
 }
 
+std::string oversized_subject(const std::vector<gate_check>& checks) {
+  constexpr std::size_t max_path = 4096, max_url = 8192, max_argv = 128 * 1024, max_args = 4096;
+  for (const gate_check& c : checks) {
+    const std::size_t n = c.subject.size();
+    if (c.kind == subject_kind::path && n > max_path)
+      return "the path is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
+    if (c.kind == subject_kind::url && n > max_url)
+      return "the URL is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_url) + " dhara checks";
+    if (c.kind == subject_kind::command_string && n > max_argv)
+      return "the command is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_argv) + " a command may have";
+    if (c.also.size() > max_path)
+      return "the " + c.also_key + " is " + std::to_string(c.also.size()) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
+    std::size_t total = 0;
+    for (const std::string& a : c.argv) total += a.size() + 1;
+    if (c.argv.size() > max_args || total > max_argv)
+      return "the argv has " + std::to_string(c.argv.size()) + " arguments of " + std::to_string(total) +
+             " bytes, over the " + std::to_string(max_args) + " arguments and " + std::to_string(max_argv) + " bytes dhara spawns";
+  }
+  return {};
+}
+
 std::string shell_quote(std::string_view arg) {
   bool plain = !arg.empty();
   for (char c : arg)

@@ -45,6 +45,14 @@ struct gate_check {
 /// the wrong type yields a check that denies (any doubt denies).
 std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann::json& input);
 
+/// Why the subjects of `checks` are too large to be checked, or "": a path over 4096 bytes, a
+/// URL over 8192, a command or an argv over 128 KiB (or 4096 arguments), a check's `also` over
+/// 4096. Each subject is written into its audit line whole: paths of megabytes, or denied URLs
+/// of 70 KiB, rotated the kept audit files away in seconds, an earlier denial with them (two
+/// reviews). Nothing real is this long: PATH_MAX is 4096, and Linux takes at most 128 KiB an
+/// argument. Such a request or call is refused unchecked (-32602), as malformed input is.
+std::string oversized_subject(const std::vector<gate_check>& checks);
+
 /// What approve mode shows for a call (DESIGN §9 "Approve-mode subject").
 struct call_subject {
   std::string text;      ///< shown after `[<tool>] `; empty when the input has no string at all
