@@ -57,7 +57,7 @@ enum class hitl_decision { allow, deny, always, quit, lost };
 
 struct hitl_answer {
   hitl_decision decision = hitl_decision::lost;
-  std::string failure;     ///< for lost: why no answer could be read
+  std::string failure;     ///< for lost: why no answer could be read; for a yes given without asking: why
 };
 
 /// Anything that can answer questions: the terminal approval actor, or a serve client.

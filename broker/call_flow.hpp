@@ -176,9 +176,10 @@ void ask_then_execute(Self* self, const extension_host& host, std::shared_ptr<ca
                                                     false, true});
                                 });
             bool yes = a.decision == hitl_decision::allow || a.decision == hitl_decision::always;
-            // A lost prompt is a no (fail closed), with the reason.
-            std::string why = yes ? std::string() : a.decision == hitl_decision::deny ? "rejected by user"
-                                                                                     : "rejected: " + a.failure;
+            // A lost prompt is a no (fail closed), with the reason; a yes given without asking
+            // (an earlier "always") says so.
+            std::string why = yes ? a.failure : a.decision == hitl_decision::deny ? "rejected by user"
+                                                                                 : "rejected: " + a.failure;
             audit_then(self, host, human_decision_entry(*spec, "approve", yes, why),
                        [self, &host, spec, approver, yes, why, done](const std::string& error) mutable {
                          if (!error.empty()) return done(denied_by_audit(error));

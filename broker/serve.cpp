@@ -389,7 +389,9 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
           return rp;
         }
         if (q.kind == actors::question_kind::tool && st.always_tools.count(q.extension + "/" + q.tool)) {
-          rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
+          // Not asked: its audit entry says so (it read as the client's yes to this call: a review).
+          rp.deliver(actors::hitl_answer{actors::hitl_decision::always, "not asked: the client answered 'always' for "
+                                                                        "this tool earlier in the session"});
           return rp;
         }
         if (q.kind == actors::question_kind::capability) {

@@ -507,6 +507,25 @@ def test_a_call_cancelled_while_its_question_is_open_is_cancelled_not_rejected()
             s.close()
 
 
+def test_a_call_let_through_by_an_earlier_always_is_audited_as_not_asked():
+    # A review: the calls an "always" let through were audited exactly as the client's yes to
+    # each of them; a reader could not tell what the user saw from what nobody was asked about.
+    s = Server(approve_fs=True)
+    try:
+        s.initialize(mode="approve")
+        id1 = s.request("tools/call", {"tool": "echo", "input": {"text": "first"}})
+        s.answer(s.read(), "always")
+        assert s.wait_for(id1)[0]["result"]["content"][0]["text"] == "first"
+        r, before = s.wait_for(s.request("tools/call", {"tool": "echo", "input": {"text": "second"}}))
+        assert before == [] and r["result"]["content"][0]["text"] == "second", (r, before)
+        answers = [(e["details"]["subject"], e["action"], e.get("reason")) for e in s.audit() if "prompt" in e["details"]]
+        assert answers == [("text=first", "allowed", None),
+                           ("text=second", "allowed",
+                            "not asked: the client answered 'always' for this tool earlier in the session")], answers
+    finally:
+        s.close()
+
+
 def test_review_mode_sends_the_result():
     s = Server(args=("--mode", "review"))
     try:
