@@ -2,6 +2,8 @@
 // reused buffer), globs with `**`, and the allowed/denied check of DESIGN §4.
 #include "policy/path_rules.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -965,6 +967,17 @@ bool cwd_is_normal(std::string_view cwd) {
   return true;
 }
 
+// Whether a relative `path` begins with a URI's scheme and `//` (`file://…`, `https://…`).
+bool names_a_uri(std::string_view path) {
+  const std::size_t colon = path.find("://");
+  if (colon == std::string_view::npos || colon == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return false;
+  for (std::size_t i = 1; i < colon; ++i) {
+    const char c = path[i];
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
 // The first steps of check_path: `raw` checked for form, `~` expanded, the lexical normal form
 // made into `f`. A denial when the path cannot be checked.
 [[gnu::always_inline]] inline std::optional<decision> read_path(std::string_view raw, std::string_view cwd,
@@ -992,6 +1005,11 @@ bool cwd_is_normal(std::string_view cwd) {
       lexical.append(f.input);
       f.no_dotdot = true;
     } else {
+      // `file:///home/u/.ssh/id_rsa` read as a relative path is a folder `file:` in the session
+      // folder, allowed, while a tool that takes URIs reads the key (a review). A scheme's
+      // `//` is an empty segment, so only this branch can meet one.
+      if (names_a_uri(f.input))
+        return deny("'" + std::string(raw) + "' is a URI, not a path; give the path itself");
       push_segments(f.input, lexical);
       if (lexical.empty()) lexical.push_back('/');
     }

@@ -252,6 +252,24 @@ TEST_CASE("hostile paths against allowed project and denied entries", "[policy][
   CHECK(check(r, deep.substr(0, 4000)).allowed());
 }
 
+TEST_CASE("a relative path that is a URI is refused, not read as a folder named after its scheme", "[policy][path]") {
+  // A review: `file:///home/u/.ssh/id_rsa` was checked as `<cwd>/file:/home/u/.ssh/id_rsa`,
+  // inside the project and allowed, while a tool that takes URIs read the key.
+  auto r = rules({"/home/u/proj"});
+  for (std::string_view uri : {"file:///home/u/.ssh/id_rsa", "file://localhost/etc/passwd", "https://x.org/a",
+                               "git+ssh://host/repo", "s3://bucket/key"}) {
+    INFO(uri);
+    decision d = check(r, uri);
+    CHECK_FALSE(d.allowed());
+    CHECK(d.reason == "'" + std::string(uri) + "' is a URI, not a path; give the path itself");
+  }
+  // Names that only look alike stay paths.
+  for (std::string_view path : {"file:name", "a:b/c", "src//x", "1http://x", "a_b://c"}) {
+    INFO(path);
+    CHECK(check(r, path).allowed());
+  }
+}
+
 TEST_CASE("allow inside deny stays denied: deny wins", "[policy][path]") {
   auto r = rules({"/srv/data/public"}, {"/srv/data"});
   CHECK_FALSE(check(r, "/srv/data/public/index.html").allowed());
