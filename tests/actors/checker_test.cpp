@@ -160,7 +160,7 @@ TEST_CASE("allowed checks matching auditIgnorePatterns are not audited, denials 
   const std::vector<row> rows = {
       {"https://api.example.com/skip/a", true, false},  // allowed, matches the whole-URL pattern
       {"https://api.example.com/keep", true, true},     // allowed, matches nothing
-      {"https://api.example.com/quiet/b", true, false}, // allowed, its path matches "/quiet/**"
+      {"https://api.example.com/quiet/b", true, true},  // allowed: its path alone drops nothing (a review)
       {"https://evil.test/quiet/b", false, true},       // denied: written although its path matches
   };
   {
