@@ -212,22 +212,28 @@ def test_unknown_and_duplicate_response_ids():
         x.close()
 
 
+def ended_for_a_closed_pipe(x, old, r, pipe):
+    """`r`, the call that met the closed `pipe` of close-stdout's process `old`, failed as a
+    crash naming it; the process is ended, and the next call goes to a new one."""
+    assert "error" in r and r["error"]["code"] == -32003, r
+    assert f"closed its {pipe}" in r["error"]["message"], r
+    folder = x.h.path("extensions", "close-stdout")
+    deadline = time.monotonic() + GUARD
+    while old in running_under(folder):
+        assert time.monotonic() < deadline, "the half-dead extension was not ended"
+        time.sleep(0.05)
+    assert text(x.s.tool("close-stdout/ok")) == "ok"  # a new process
+
+
 def test_an_extension_that_closes_stdout_but_keeps_running():
     x = Session(["close-stdout"])
     try:
-        folder = x.h.path("extensions", "close-stdout")
-        (old,) = running_under(folder)
+        (old,) = running_under(x.h.path("extensions", "close-stdout"))
         # dhara sees EOF on its stdout while the process lives on: it can never answer, so it
         # is ended as a violation at once (not at callTimeoutMs) and the call fails as a crash.
         r = x.s.tool("close-stdout/close", limit=GUARD + 10)
-        assert "error" in r and r["error"]["code"] == -32003, r
-        assert "closed its stdout" in r["error"]["message"], r
         ms = x.responsive("after close-stdout")
-        deadline = time.monotonic() + GUARD
-        while old in running_under(folder):
-            assert time.monotonic() < deadline, "the half-dead extension was not ended"
-            time.sleep(0.05)
-        assert text(x.s.tool("close-stdout/ok")) == "ok"  # a new process
+        ended_for_a_closed_pipe(x, old, r, "stdout")
         x.same_descriptors("close-stdout")
         hwm = x.healthy("close-stdout")
         print(f"     close: {r['error']['code']} {r['error']['message']!r}; echo {ms:.0f} ms; VmHWM {hwm // 1024} MiB")
@@ -241,17 +247,10 @@ def test_an_extension_that_closes_stdin_but_keeps_running():
     as one that closes its stdout is, and the next call goes to a new process."""
     x = Session(["close-stdout"])
     try:
-        folder = x.h.path("extensions", "close-stdout")
-        (old,) = running_under(folder)
+        (old,) = running_under(x.h.path("extensions", "close-stdout"))
         assert text(x.s.tool("close-stdout/close-stdin")) == "stdin closed"
         r = x.s.tool("close-stdout/ok", limit=GUARD + 10)  # a hang guard: the call timeout is 120 s
-        assert "error" in r and r["error"]["code"] == -32003, r
-        assert "closed its stdin" in r["error"]["message"], r
-        deadline = time.monotonic() + GUARD
-        while old in running_under(folder):
-            assert time.monotonic() < deadline, "the half-dead extension was not ended"
-            time.sleep(0.05)
-        assert text(x.s.tool("close-stdout/ok")) == "ok"  # a new process
+        ended_for_a_closed_pipe(x, old, r, "stdin")
         x.same_descriptors("close-stdin")
         x.healthy("close-stdin")
         print(f"     the call after close-stdin: {r['error']['code']} {r['error']['message']!r}")
