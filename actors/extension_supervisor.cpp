@@ -393,10 +393,9 @@ void on_answer(self_ptr self, const nlohmann::json& raw_id, call_result&& outcom
   }
   // -32002 and -32003 are dhara's words: a denial it checked and audited, a crash it saw. An
   // extension answering with either is its tool failing (-32001), its own code kept in `data`:
-  // `dhara run` counted it as a denial (exit 3) that no check made and the audit never held
-  // (a review).
-  // The extension may pass on a denial dhara made during the call (the std tools answer a
-  // denied host/check with -32002): a call that saw one keeps it.
+  // `dhara run` counted it as a denial (exit 3) that no check made and the audit never held (a
+  // review). But an extension may pass on a denial dhara made during the call (the std tools
+  // answer a denied host/check with -32002): a call that saw one keeps its -32002.
   if (!outcome.ok && ((outcome.code == io::rpc_error::denied && !it->second.host_denied) ||
                       outcome.code == io::rpc_error::crashed)) {
     nlohmann::json data = outcome.data.is_object() ? std::move(outcome.data) : nlohmann::json::object();

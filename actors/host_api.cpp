@@ -250,7 +250,6 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   return call_error(io::rpc_error::method_not_found, "unknown host method '" + r.method + "'");
 }
 
-
 // Runs one blocking operation on its own detached thread, then ends. Its result goes back with
 // the ticket it was sent with.
 using worker_actor = caf::typed_actor<caf::replies_to<run_atom, std::uint64_t>::with<call_result>>;

@@ -153,7 +153,7 @@ call_subject approval_subject(const nlohmann::json& input) {
   auto add_other = [&](std::string_view key, const std::string& text) {
     if (subject.others.size() >= others_room) return void(++left_out);
     std::size_t room = std::min(other_room, others_room - subject.others.size());
-    subject.others += "; " + std::string(key) + ": " + shown_bounded(text, room);
+    subject.others += "; " + shown_bounded(key, 64) + ": " + shown_bounded(text, room);
   };
   for (const char* key : {"path", "file", "filePath", "url", "command", "argv", "query", "pattern"}) {
     auto it = input.find(key);

@@ -114,6 +114,7 @@ TEST_CASE("approve mode shows the subject DESIGN names, in its order", "[policy]
       {{{"text", "rm -rf x" + std::string(3000, ' ') + "ls"}}, "text=rm -rf x [3000 spaces] ls", false},
       {{{"a", std::string(600, 'y')}}, "a=" + std::string(510, 'y') + "… (90 more bytes)", false},
       {{{"path", "p"}, {"z", std::string(200, 'z')}}, "p; z: " + std::string(160, 'z') + "… (40 more bytes)", true},
+      {{{"path", "p"}, {std::string(100, 'k'), "v"}}, "p; " + std::string(64, 'k') + "… (36 more bytes): v", true},
       {{{"ms", 5}}, "", false},
       {json::object(), "", false},
       {{{"path", "evil\x1b[2Jname\n"}}, "evil?[2Jname?", true},  // no escape sequences reach the terminal
