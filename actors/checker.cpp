@@ -322,7 +322,7 @@ struct pending_batch {
 policy::decision user_decision(const hitl_answer& a, const std::string& cap, const std::string& extension) {
   switch (a.decision) {
     case hitl_decision::allow:
-    case hitl_decision::always: return {policy::verdict_kind::allow, {}, policy::decider::user, {}};
+    case hitl_decision::always: return {policy::verdict_kind::allow, a.failure, policy::decider::user, {}};  // "not asked: …"
     case hitl_decision::deny:
       return {policy::verdict_kind::deny, cap + " was denied by the user for '" + extension + "'", policy::decider::user, {}};
     case hitl_decision::quit:

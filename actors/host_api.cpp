@@ -370,7 +370,7 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
             return rp;
           }
           plan p = std::move(std::get<plan>(planned));
-          if (std::string why = policy::oversized_subject(p.checks); !why.empty()) {
+          if (std::string why = policy::oversized_subject(p.checks, policy::host_request_limits); !why.empty()) {
             rp.deliver(call_error(io::rpc_error::invalid_params, r.method + ": " + why));
             return rp;
           }

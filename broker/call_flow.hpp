@@ -205,7 +205,7 @@ void run_tool_call(Self* self, const extension_host& host, call_spec spec, hitl_
                            policy::tool_call_checks(shared->tool.required, shared->call.input)};
   // A subject too large to be checked is malformed input, refused before any check (a review:
   // 5 100 denied calls with URLs of 70 KiB rotated the kept audit files away in 6 s).
-  if (std::string why = policy::oversized_subject(gate.checks); !why.empty())
+  if (std::string why = policy::oversized_subject(gate.checks, policy::tool_call_limits); !why.empty())
     return done(call_outcome{actors::call_error(io::rpc_error::invalid_params, "the call is refused unchecked: " + why),
                              false, false});
   auto checker = host.checker(shared->tool.extension);

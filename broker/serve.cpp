@@ -397,7 +397,8 @@ caf::behavior server(server_ptr self, const extension_host* host, io::line_outpu
         if (q.kind == actors::question_kind::capability) {
           auto cap = policy::parse_capability(q.capability);
           if (cap && st.always_capabilities.count({q.extension, *cap})) {
-            rp.deliver(actors::hitl_answer{actors::hitl_decision::allow, {}});
+            rp.deliver(actors::hitl_answer{actors::hitl_decision::always, "not asked: the client answered 'always' for "
+                                                                          "this capability earlier in the session"});
             return rp;
           }
         }

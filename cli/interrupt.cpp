@@ -10,15 +10,21 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "io/event_loop.hpp"
+
 namespace dhara::cli {
 namespace {
 
+// SIGINT and SIGTERM; and SIGHUP (a closed terminal, a dropped ssh session: results were lost)
+// unless it came ignored, as `nohup` and daemon managers leave it: that choice stands (a
+// review: `nohup dhara run` ended at the terminal's close).
 sigset_t quit_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);  // a closed terminal or a dropped ssh session: results were lost
+  struct sigaction hup {};
+  if (::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -55,7 +61,10 @@ int interrupt_watch::take() {
   signalfd_siginfo info{};
   if (fd_ < 0 || ::read(fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return 0;
   int sig = static_cast<int>(info.ssi_signo);
-  if (seen_ != 0) ::_exit(exit_code(sig));  // the second Ctrl-C: no more waiting
+  if (seen_ != 0) {  // the second Ctrl-C: no more waiting
+    io::kill_every_process_group_now();  // but no extension left behind where no sandbox ends it (a review)
+    ::_exit(exit_code(sig));
+  }
   seen_ = sig;
   return sig;
 }

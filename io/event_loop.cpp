@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -30,7 +32,19 @@ constexpr std::size_t stderr_tail_bytes = 4 * 1024;
 // may take to exit before it is ended as a violation.
 constexpr std::uint64_t eof_after_exit_ms = 200;
 thread_local const event_loop* running_loop = nullptr;  // the loop whose thread this is
+
+// The process groups of every live extension, of every loop (kill_every_process_group_now).
+std::mutex live_groups_mutex;
+std::set<int>& live_groups() {
+  static std::set<int> groups;
+  return groups;
+}
 }  // namespace
+
+void kill_every_process_group_now() {
+  std::lock_guard<std::mutex> guard{live_groups_mutex};
+  for (int pid : live_groups()) ::kill(-pid, SIGKILL);
+}
 
 // One extension process and its three pipes. Lives on the loop thread only.
 struct proc {
@@ -147,6 +161,10 @@ struct event_loop::impl {
     if (p->reported || !p->exited || !p->out_eof) return;
     kill_group(p, SIGKILL);  // leave no grandchild behind (before `reported` disarms it)
     p->reported = true;
+    {
+      std::lock_guard<std::mutex> guard{live_groups_mutex};
+      live_groups().erase(p->pid);
+    }
     close_stdin(p);
     close_one(reinterpret_cast<uv_handle_t*>(&p->out));
     close_one(reinterpret_cast<uv_handle_t*>(&p->err));
@@ -311,6 +329,10 @@ struct event_loop::impl {
     // Started, but without both pipes dhara cannot talk to it: killed, its exit is reported.
     if (rc < 0) ::kill(-p->handle.pid, SIGKILL);
     p->pid = p->handle.pid;
+    {
+      std::lock_guard<std::mutex> guard{live_groups_mutex};
+      live_groups().insert(p->pid);
+    }
     self->live_.fetch_add(1);
     uv_os_fd_t in_fd = -1;
     if (uv_fileno(reinterpret_cast<uv_handle_t*>(&p->in), &in_fd) == 0) {

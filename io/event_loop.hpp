@@ -141,4 +141,9 @@ class event_loop {
   std::thread thread_;
 };
 
+/// SIGKILL to the process group of every extension any event loop of this process runs: for
+/// an exit that cannot wait for the loops (a second Ctrl-C), so that no extension outlives
+/// dhara where no sandbox would end it (yolo). Safe from any thread; not from a signal handler.
+void kill_every_process_group_now();
+
 }  // namespace dhara::io

@@ -967,10 +967,15 @@ bool cwd_is_normal(std::string_view cwd) {
   return true;
 }
 
-// Whether a relative `path` begins with a URI's scheme and `//` (`file://…`, `https://…`).
+// Whether a relative `path` begins with a URI's scheme and a slash (`file:///…`, `file:/…`,
+// `https://…`): its first segment is a scheme and a colon.
 bool names_a_uri(std::string_view path) {
-  const std::size_t colon = path.find("://");
-  if (colon == std::string_view::npos || colon == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return false;
+  const void* slash = std::memchr(path.data(), '/', path.size());
+  if (slash == nullptr) return false;
+  const std::size_t colon = static_cast<std::size_t>(static_cast<const char*>(slash) - path.data()) - 1;
+  if (colon == 0 || colon == std::string_view::npos || path[colon] != ':' ||
+      !std::isalpha(static_cast<unsigned char>(path[0])))
+    return false;
   for (std::size_t i = 1; i < colon; ++i) {
     const char c = path[i];
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
@@ -995,6 +1000,11 @@ bool names_a_uri(std::string_view path) {
     expanded = std::move(*e);
     f.input = expanded;
   }
+  // `file:///home/u/.ssh/id_rsa` (or `file:/home/…`) read as a relative path is a folder
+  // `file:` in the session folder, allowed, while a tool that takes URIs reads the key (two
+  // reviews). One look at the byte before the first slash of a relative path.
+  if (f.input.front() != '/' && names_a_uri(f.input))
+    return deny("'" + std::string(raw) + "' is a URI, not a path; give the path itself");
   bool ok;
   if (f.input.front() != '/' && cwd_is_normal(cwd)) {
     // The session folder in normal form (cwd_is_normal): copy it, then add the relative path,
@@ -1005,11 +1015,6 @@ bool names_a_uri(std::string_view path) {
       lexical.append(f.input);
       f.no_dotdot = true;
     } else {
-      // `file:///home/u/.ssh/id_rsa` read as a relative path is a folder `file:` in the session
-      // folder, allowed, while a tool that takes URIs reads the key (a review). A scheme's
-      // `//` is an empty segment, so only this branch can meet one.
-      if (names_a_uri(f.input))
-        return deny("'" + std::string(raw) + "' is a URI, not a path; give the path itself");
       push_segments(f.input, lexical);
       if (lexical.empty()) lexical.push_back('/');
     }

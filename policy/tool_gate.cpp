@@ -81,23 +81,24 @@ std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann
   return with_bare_checks();
 }
 
-std::string oversized_subject(const std::vector<gate_check>& checks) {
-  constexpr std::size_t max_path = 4096, max_url = 8192, max_argv = 128 * 1024, max_args = 4096;
+std::string oversized_subject(const std::vector<gate_check>& checks, const subject_limits& limits) {
+  auto over = [](std::string_view what, std::size_t n, std::size_t max, std::string_view whose) {
+    return "the " + std::string(what) + " is " + std::to_string(n) + " bytes long, over the " + std::to_string(max) +
+           " " + std::string(whose);
+  };
   for (const gate_check& c : checks) {
     const std::size_t n = c.subject.size();
-    if (c.kind == subject_kind::path && n > max_path)
-      return "the path is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
-    if (c.kind == subject_kind::url && n > max_url)
-      return "the URL is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_url) + " dhara checks";
-    if (c.kind == subject_kind::command_string && n > max_argv)
-      return "the command is " + std::to_string(n) + " bytes long, over the " + std::to_string(max_argv) + " a command may have";
-    if (c.also.size() > max_path)
-      return "the " + c.also_key + " is " + std::to_string(c.also.size()) + " bytes long, over the " + std::to_string(max_path) + " a path may have";
+    if (c.kind == subject_kind::path && n > limits.path) return over("path", n, limits.path, "a path may have");
+    if (c.kind == subject_kind::url && n > limits.url) return over("URL", n, limits.url, "dhara checks");
+    if (c.kind == subject_kind::command_string && n > limits.command)
+      return over("command", n, limits.command, "a command may have");
+    if (c.also.size() > limits.path) return over(c.also_key, c.also.size(), limits.path, "a path may have");
     std::size_t total = 0;
     for (const std::string& a : c.argv) total += a.size() + 1;
-    if (c.argv.size() > max_args || total > max_argv)
+    if (c.argv.size() > limits.argv_count || total > limits.argv_bytes)
       return "the argv has " + std::to_string(c.argv.size()) + " arguments of " + std::to_string(total) +
-             " bytes, over the " + std::to_string(max_args) + " arguments and " + std::to_string(max_argv) + " bytes dhara spawns";
+             " bytes, over the " + std::to_string(limits.argv_count) + " arguments and " +
+             std::to_string(limits.argv_bytes) + " bytes dhara checks";
   }
   return {};
 }

@@ -45,13 +45,26 @@ struct gate_check {
 /// the wrong type yields a check that denies (any doubt denies).
 std::vector<gate_check> tool_call_checks(capability_set required, const nlohmann::json& input);
 
-/// Why the subjects of `checks` are too large to be checked, or "": a path over 4096 bytes, a
-/// URL over 8192, a command or an argv over 128 KiB (or 4096 arguments), a check's `also` over
-/// 4096. Each subject is written into its audit line whole: paths of megabytes, or denied URLs
-/// of 70 KiB, rotated the kept audit files away in seconds, an earlier denial with them (two
-/// reviews). Nothing real is this long: PATH_MAX is 4096, and Linux takes at most 128 KiB an
-/// argument. Such a request or call is refused unchecked (-32602), as malformed input is.
-std::string oversized_subject(const std::vector<gate_check>& checks);
+/// The largest subjects dhara checks (oversized_subject).
+struct subject_limits {
+  std::size_t path = 4096;               ///< PATH_MAX; also a check's `also` (a folder)
+  std::size_t url = 8192;                ///< what common servers take
+  std::size_t command = 128 * 1024;      ///< a command string
+  std::size_t argv_bytes = 128 * 1024;   ///< an argv, all of it
+  std::size_t argv_count = 4096;
+};
+/// For host requests, whose programs dhara spawns itself: Linux takes 128 KiB an argument.
+inline constexpr subject_limits host_request_limits{};
+/// For tool calls, whose tools may take a command or an argv on their input rather than as a
+/// program's arguments (std's `bash`): more, but not without end (a review found 141 KB
+/// commands the first limits refused).
+inline constexpr subject_limits tool_call_limits{4096, 8192, 1024 * 1024, 2 * 1024 * 1024, 65536};
+
+/// Why the subjects of `checks` are larger than `limits`, or "". Each subject is written into
+/// its audit line (cut at 64 KiB a string): paths of megabytes, or denied URLs of 70 KiB,
+/// rotated the kept audit files away in seconds, an earlier denial with them (two reviews).
+/// Such a request or call is refused unchecked (-32602), as malformed input is.
+std::string oversized_subject(const std::vector<gate_check>& checks, const subject_limits& limits);
 
 /// What approve mode shows for a call (DESIGN §9 "Approve-mode subject").
 struct call_subject {

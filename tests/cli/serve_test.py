@@ -285,6 +285,10 @@ def test_a_pending_capability_is_asked_of_the_client():
         assert all(e["session"] == "s-2" for e in reads), reads
         decided = [(e["action"], e["decidedBy"]) for e in reads]
         assert decided[:3] == [("allowed", "user"), ("denied", "user"), ("allowed", "user")], decided
+        # The call after the `always` was not asked about, and its entry says so (a review: it
+        # read as the client's answer).
+        assert reads[3]["action"] == "allowed" and reads[3]["decidedBy"] == "user", reads
+        assert reads[3].get("reason", "").startswith("not asked: the client answered 'always' for this capability"), reads
     finally:
         s.close()
 

@@ -257,14 +257,15 @@ TEST_CASE("a relative path that is a URI is refused, not read as a folder named 
   // inside the project and allowed, while a tool that takes URIs read the key.
   auto r = rules({"/home/u/proj"});
   for (std::string_view uri : {"file:///home/u/.ssh/id_rsa", "file://localhost/etc/passwd", "https://x.org/a",
-                               "git+ssh://host/repo", "s3://bucket/key"}) {
+                               "git+ssh://host/repo", "s3://bucket/key", "file:/home/u/.ssh/id_rsa",
+                               "FILE:/home/u/.ssh/id_rsa"}) {
     INFO(uri);
     decision d = check(r, uri);
     CHECK_FALSE(d.allowed());
     CHECK(d.reason == "'" + std::string(uri) + "' is a URI, not a path; give the path itself");
   }
   // Names that only look alike stay paths.
-  for (std::string_view path : {"file:name", "a:b/c", "src//x", "1http://x", "a_b://c"}) {
+  for (std::string_view path : {"file:name", "a:b/c", "src//x", "1http://x", "a_b://c", ":/x", "src/file:/x"}) {
     INFO(path);
     CHECK(check(r, path).allowed());
   }
