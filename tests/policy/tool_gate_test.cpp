@@ -136,3 +136,27 @@ TEST_CASE("shell quoting leaves plain words alone and quotes the rest", "[policy
   CHECK(shell_quote("$(x)") == "'$(x)'");
   CHECK(shell_quote("it's") == "'it'\\''s'");
 }
+
+TEST_CASE("subjects larger than what dhara checks are named, with the limits of each caller", "[policy][gate]") {
+  auto command = [](std::size_t n) { return std::vector<gate_check>{{capability::process_spawn, subject_kind::command_string, std::string(n, 'x'), {}, "command"}}; };
+  auto argv = [](std::size_t words, std::size_t each) {
+    return std::vector<gate_check>{{capability::process_spawn, subject_kind::argv, {}, std::vector<std::string>(words, std::string(each, 'a')), "argv"}};
+  };
+  // A tool may take a command on its input (std's bash): 141 KB and 5 001 words pass there, not
+  // for a program dhara spawns itself (a review).
+  CHECK(oversized_subject(command(141 * 1000), tool_call_limits).empty());
+  CHECK(oversized_subject(argv(5001, 8), tool_call_limits).empty());
+  CHECK(oversized_subject(argv(2, 70 * 1000), tool_call_limits).empty());
+  CHECK(oversized_subject(command(141 * 1000), host_request_limits) == "the command is 141000 bytes long, over the 131072 a command may have");
+  CHECK(oversized_subject(argv(5001, 8), host_request_limits) ==
+        "the argv has 5001 arguments of 45009 bytes, over the 4096 arguments and 131072 bytes dhara checks");
+  CHECK(oversized_subject(command(1024 * 1024 + 1), tool_call_limits) == "the command is 1048577 bytes long, over the 1048576 a command may have");
+  std::vector<gate_check> path{{capability::filesystem_read, subject_kind::path, std::string(4097, 'p'), {}, "path"}};
+  CHECK(oversized_subject(path, tool_call_limits) == "the path is 4097 bytes long, over the 4096 a path may have");
+  path[0].subject.resize(4096);
+  CHECK(oversized_subject(path, tool_call_limits).empty());
+  gate_check spawn{capability::process_spawn, subject_kind::argv, {}, {"ls"}, "argv"};
+  spawn.also_key = "cwd";
+  spawn.also = std::string(5000, 'c');
+  CHECK(oversized_subject({spawn}, host_request_limits) == "the cwd is 5000 bytes long, over the 4096 a path may have");
+}
