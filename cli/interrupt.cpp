@@ -69,16 +69,17 @@ int interrupt_watch::take() {
   return sig;
 }
 
-void interrupt_watch::keep_watching() {
+void interrupt_watch::keep_watching(std::function<void(int)> on_first) {
   if (fd_ < 0 || watcher_.joinable()) return;
   stop_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_ < 0) return;  // nothing watches: the signals wait, blocked, as before
-  watcher_ = std::thread([this] {
+  watcher_ = std::thread([this, on_first = std::move(on_first)] {
     for (;;) {
       pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_, POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
       if (fds[1].revents) return;
-      if (fds[0].revents) take();  // the first is noted (the teardown goes on), the second exits
+      if (fds[0].revents)
+        if (int sig = take(); sig != 0 && on_first) on_first(sig);  // a second exits inside take()
     }
   });
 }

@@ -4,6 +4,7 @@
 // closed). A second signal ends the process at once, also while the extensions are stopped.
 #pragma once
 
+#include <functional>
 #include <thread>
 
 namespace dhara::cli {
@@ -21,10 +22,11 @@ class interrupt_watch {
   int fd() const { return fd_; }
   /// The signal that arrived (SIGINT, SIGTERM, SIGHUP) or 0; the second one exits the process.
   int take();
-  /// From now until the destructor, a thread takes the signals that come: for the teardown,
-  /// when nothing else looks (stopping a hung extension may take its grace periods), so a
-  /// second signal still ends the process at once. Call it once, after the last other take().
-  void keep_watching();
+  /// From now until the destructor, a thread takes the signals that come and passes the first
+  /// to `on_first` (when given); the second ends the process at once, also during the teardown,
+  /// when nothing else looks (stopping a hung extension may take its grace periods). A second
+  /// call while the thread runs changes nothing. No other take() after the first call.
+  void keep_watching(std::function<void(int)> on_first = {});
   /// The exit code for a signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP.
   static int exit_code(int signal);
 

@@ -1,8 +1,6 @@
 // `dhara run --calls FILE|-`: the headless batch (auto mode).
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,7 +9,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -110,30 +107,19 @@ int run_calls(const global_options& g, const std::string& calls_file, std::size_
     s->host->set_approver(approver);
   }
   std::size_t total = calls.size();
-  // Ctrl-C / SIGTERM interrupt the batch like `q`: a watcher thread waits for them.
-  int stop = ::eventfd(0, EFD_CLOEXEC);
-  std::atomic<int> signal_seen{0};
-  std::thread watcher;
-  opts.on_start = [&](std::function<void()> interrupt) {
-    watcher = std::thread([&, interrupt] {
-      for (;;) {
-        pollfd fds[2] = {{interrupts.fd(), POLLIN, 0}, {stop, POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
-        if (fds[1].revents) return;
-        if (fds[0].revents)
-          if (int sig = interrupts.take()) {
-            signal_seen = sig;
-            interrupt();
-          }
-      }
+  // Ctrl-C / SIGTERM / SIGHUP interrupt the batch like `q`: the watch's thread waits for them,
+  // and goes on through the session's end, which stops the extensions (a second signal exits).
+  // The signal seen is shared with that thread, which outlives this frame's other locals.
+  auto seen = std::make_shared<std::atomic<int>>(0);
+  opts.on_start = [&interrupts, seen](std::function<void()> interrupt) {
+    interrupts.keep_watching([seen, interrupt](int sig) {
+      *seen = sig;
+      interrupt();
     });
   };
   broker::batch_summary sum = broker::run_batch(*s->sys, *s->host, std::move(calls), opts, stdout);
-  std::uint64_t one = 1;
-  if (::write(stop, &one, sizeof one) < 0) { /* the watcher also ends with the process */ }
-  if (watcher.joinable()) watcher.join();
-  ::close(stop);
-  interrupts.keep_watching();  // the session's end stops the extensions: a second signal still exits
+  interrupts.keep_watching();  // when the batch never started: for the session's end
+  const int signal_seen = *seen;
   if (signal_seen != 0) sum.exit_code = interrupt_watch::exit_code(signal_seen);
   if (sum.output_error != 0)
     std::fprintf(stderr, "dhara: the results could not all be written to standard output (%s); the calls ran and "
