@@ -265,12 +265,14 @@ void add_audit_line(policy::audit_lines& out, const check_batch& batch, const po
   e.extension = batch.extension;
   e.capability = policy::to_string(check.cap);
   e.action = d.allowed() ? policy::audit_action::allowed : policy::audit_action::denied;
-  policy::audit_detail both[2] = {detail, {check.also_key, check.also}};
-  if (!check.also_key.empty()) {
-    if (details == 0) both[0] = both[1];
-    details += 1;
-  }
-  e.details = {both, details};
+  // What a path check resolved to, when that is not the path as given (relative, with `..`,
+  // or through a link): the line names the file a check was about, not only the words it
+  // came in (a relative path's line did not say which folder it was in).
+  policy::audit_detail all[3] = {detail};
+  if (check.kind == policy::subject_kind::path && !d.resolved.empty() && d.resolved != check.subject)
+    all[details++] = {"resolved", d.resolved};
+  if (!check.also_key.empty()) all[details++] = {check.also_key, check.also};
+  e.details = {all, details};
   e.reason = d.reason;
   e.decided_by = d.decided_by;
   e.tool = batch.tool;

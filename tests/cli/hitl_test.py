@@ -130,6 +130,38 @@ def test_an_ignore_pattern_cannot_be_met_by_a_dot_dot_or_a_link():
         h.close()
 
 
+def test_an_allowed_path_is_audited_with_what_it_resolved_to_when_that_differs():
+    # (Here for this file's home: fs-tool approved.) The audit line of a relative path said
+    # only `"path":"notes.txt"`, not which folder it was in, and a path through a link not
+    # where it led. Such a line now adds `resolved`; a path already in its resolved form does not.
+    h = Home()
+    try:
+        project = os.path.realpath(h.project)
+        os.makedirs(os.path.join(project, "books"))
+        for name in ("notes.txt", os.path.join("books", "real.txt")):
+            with open(os.path.join(project, name), "w") as f:
+                f.write("x\n")
+        os.symlink("books", os.path.join(project, "shelf"))
+        plain = os.path.join(project, "notes.txt")
+        calls = h.calls([{"id": "relative", "tool": "fs-tool/read", "input": {"path": "notes.txt"}},
+                         {"id": "dotdot", "tool": "fs-tool/read", "input": {"path": "books/../notes.txt"}},
+                         {"id": "link", "tool": "fs-tool/read", "input": {"path": "shelf/real.txt"}},
+                         {"id": "plain", "tool": "fs-tool/read", "input": {"path": plain}}])
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        results = by_id([json.loads(l) for l in out.stdout.splitlines()])
+        assert [results[i]["status"] for i in ("relative", "dotdot", "link", "plain")] == ["ok"] * 4, out.stdout + out.stderr
+        details = {e["details"]["path"]: e["details"] for e in h.audit() if e.get("tool") == "read"}
+        assert details == {
+            "notes.txt": {"path": "notes.txt", "resolved": plain},
+            "books/../notes.txt": {"path": "books/../notes.txt", "resolved": plain},
+            "shelf/real.txt": {"path": "shelf/real.txt", "resolved": os.path.join(project, "books", "real.txt")},
+            plain: {"path": plain},
+        }, details
+    finally:
+        h.close()
+
+
 def test_calls_come_from_a_fifo_or_a_process_substitution_and_a_folder_is_refused():
     # (Here for this file's home.) `--calls <(…)` and a FIFO were refused with a state file's
     # advice (a review): the calls are read from whatever the path opens, a folder is refused.
