@@ -626,6 +626,13 @@ class follow_waiter {
 int doctor_verify(const std::string& dir) {
   auto v = io::verify_audit(dir);
   if (!v) {
+    // A machine where dhara never ran has no folder yet: nothing was written, nothing broken
+    // (plain `doctor` calls it healthy; this said "does not exist", exit 1, a broken chain's code).
+    std::error_code ec;
+    if (v.err().code == policy::errc::not_found && !std::filesystem::exists(dir, ec) && !ec) {
+      std::printf("audit trail OK: no entries yet in %s (the folder does not exist yet)\n", dir.c_str());
+      return 0;
+    }
     std::fprintf(stderr, "dhara: %s\n", v.err().message.c_str());
     return 1;
   }

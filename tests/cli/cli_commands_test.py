@@ -149,6 +149,14 @@ def test_audit_log_lists_filters_and_verifies():
     h = Home()
     code, out, _ = h.dhara("doctor", "--audit-log", "--verify")  # nothing written yet
     assert (code, out) == (0, f"audit trail OK: no entries yet in {h.dh}\n"), (code, out)
+    # On a machine where dhara never ran the folder is not there yet: still no entries, exit 0
+    # (it said "… does not exist", exit 1, a broken chain's code: a review).
+    fresh = dict(h.env, DHARA_HOME=os.path.join(h.dh, "never-made"))
+    p = subprocess.run([DHARA, "doctor", "--audit-log", "--verify"], env=fresh, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        0, f"audit trail OK: no entries yet in {fresh['DHARA_HOME']} (the folder does not exist yet)\n", ""), p
+    assert not os.path.exists(fresh["DHARA_HOME"])  # verifying made nothing
     h.run("revoke", "web-tools", "network:fetch")
     h.run("approve", "notes", "filesystem:write")
     h.run("reset", "shell-tools")  # recorded, not installed: still resettable
