@@ -25,9 +25,11 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -273,6 +275,9 @@ void mask_onto(int source, int fd, bool dir, const std::string& path) {
   ::close(tree);
 }
 
+// Whether enter_namespaces made a PID namespace for this process's children.
+bool own_pids = false;
+
 // Why the user and mount namespace could not be made (err 0: it was).
 struct namespace_failure {
   int err = 0;
@@ -300,6 +305,9 @@ namespace_failure enter_namespaces() {
     if (!ok) return {err, std::string("writing ") + path};
   }
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return {errno, "making / private"};
+  // The children of this process are born in a PID namespace of their own (see
+  // run_in_own_pids). A kernel that refuses it leaves them in this one, as before.
+  own_pids = ::unshare(CLONE_NEWPID) == 0;
   return {};
 }
 
@@ -535,6 +543,89 @@ void reopen_terminals() {
                                             "sandbox; run the command with its input and output redirected");
     if (::dup3(again, fd, 0) < 0) die("fds", errno, "cannot put the terminal back as fd " + std::to_string(fd));
     ::close(again);
+  }
+}
+
+// How the process this one waits for ended, passed on as this process's own end: the same
+// exit code, or the same signal (no core file: the program's own was its to make).
+[[noreturn]] void end_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const rlimit no_core{0, 0};
+    (void)::setrlimit(RLIMIT_CORE, &no_core);
+    (void)::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    (void)::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+    (void)::kill(::getpid(), sig);
+    std::_Exit(128 + sig);
+  }
+  std::_Exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+}
+
+void ignore_signal(int) {}
+
+// Step 2b: nothing the command starts outlives it. A process that leaves the command's process
+// group (`setsid()` and a fork) escaped every kill, which names a group: it outlived the
+// spawn, the session and dhara, with the sandbox and approvals it had, never audited again (a
+// review). The command now runs as the second process of a PID namespace of its own, whose
+// first one (below, "init") reaps what is left to it and ends when the command ends, and then
+// the kernel kills everything else in the namespace. This process, which dhara started and
+// waits for, stays outside and ends as the command did; it dies with dhara (PDEATHSIG), init
+// dies with it, and so everything inside. Returns in the process that goes on to run the
+// command; the other two never return.
+void run_in_own_pids() {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) die("pid namespace", errno, "cannot make a pipe");
+  // The signals dhara sends the command's group (SIGTERM first, then SIGKILL) are the
+  // command's: the two waiting processes do not die of the catchable ones (a handler, so that
+  // the command, after its exec, has them at their defaults).
+  struct sigaction quiet{};
+  quiet.sa_handler = ignore_signal;
+  sigemptyset(&quiet.sa_mask);
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM})
+    (void)::sigaction(sig, &quiet, nullptr);
+  const pid_t init = ::fork();
+  if (init < 0) die("pid namespace", errno, "cannot start the namespace's first process");
+  if (init > 0) {  // outside: wait, then end as the command did
+    ::close(ends[1]);
+    (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    (void)::close_range(0, 2, 0);  // the command's pipes: their ends close when it ends
+    if (status_fd >= 0) ::close(status_fd);
+    int status = 0;
+    while (::waitpid(init, &status, 0) < 0)
+      if (errno != EINTR) std::_Exit(126);
+    int command_status = 0;
+    if (::read(ends[0], &command_status, sizeof command_status) == sizeof command_status) end_as(command_status);
+    end_as(status);
+  }
+  // init: pid 1 of the namespace. It dies with the process outside, which it cannot look
+  // for by getppid() (0 here): a pipe from it would do, but its death is what PDEATHSIG is.
+  ::close(ends[0]);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) std::_Exit(126);
+  (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // The namespace's own /proc, so that the command's pid (2) names it there and no process
+  // outside is listed. A kernel that refuses it (a /proc partly hidden by a container) leaves
+  // the one it had.
+  (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  const pid_t command = ::fork();
+  if (command < 0) die("pid namespace", errno, "cannot start the command in its namespace");
+  if (command == 0) {
+    ::close(ends[1]);
+    return;  // goes on to the sandbox's last steps and the exec
+  }
+  (void)::close_range(0, 2, 0);
+  if (status_fd >= 0) ::close(status_fd);
+  for (;;) {
+    int status = 0;
+    const pid_t ended = ::waitpid(-1, &status, 0);
+    if (ended < 0 && errno == EINTR) continue;
+    if (ended == command) {
+      (void)!::write(ends[1], &status, sizeof status);
+      std::_Exit(0);  // the kernel ends every other process of the namespace
+    }
+    if (ended < 0) std::_Exit(126);
   }
 }
 
@@ -805,6 +896,7 @@ int main(int argc, char** argv) {
     case mounts::unavailable: refuse_attribute_changes(filter); break;
     case mounts::not_needed: break;
   }
+  if (own_pids) run_in_own_pids();
   std::vector<rule> rules = open_rules(*profile);
   drop_privileges();
   apply_landlock(*profile, rules);

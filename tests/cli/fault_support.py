@@ -235,6 +235,19 @@ def kinds(fds, ignore_prefix=None):
     return count
 
 
+def commands_under(root):
+    """The processes running_under(root) but the launcher's two that wait for each command
+    (the one dhara started, and the first of the command's PID namespace: docs/sandbox.md)."""
+    found = []
+    for pid in running_under(root):
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) != "dhara-launch":
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 def running_under(root):
     """Processes whose cwd or command line lies under `root` (extensions and their children)."""
     found = []

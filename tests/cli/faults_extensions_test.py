@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (the shared runner beside this file)
-from fault_support import (GUARD, SANITIZED, Home, Serve, fds_of, gone_from, kib, kinds, running_under,  # noqa: E402
+from fault_support import (GUARD, SANITIZED, Home, Serve, commands_under, fds_of, gone_from, kib, kinds, running_under,  # noqa: E402
                            zombies_of)
 
 MEMORY_CAP_KIB = 200 * 1024  # dhara's peak RSS (VmHWM): generous, a leak or an unbounded queue blows it
@@ -130,7 +130,7 @@ def test_an_extension_that_stops_reading_its_stdin():
     x = Session(["hang-term"])
     try:
         folder = x.h.path("extensions", "hang-term")
-        (old,) = running_under(folder)
+        (old,) = commands_under(folder)
         # `hang` never replies and never reads again; then 8 MiB of calls fill its pipe and
         # dhara's write to it can no longer complete.
         hang = x.s.request("tools/call", {"tool": "hang-term/hang", "input": {}})
@@ -228,7 +228,7 @@ def ended_for_a_closed_pipe(x, old, r, pipe):
 def test_an_extension_that_closes_stdout_but_keeps_running():
     x = Session(["close-stdout"])
     try:
-        (old,) = running_under(x.h.path("extensions", "close-stdout"))
+        (old,) = commands_under(x.h.path("extensions", "close-stdout"))
         # dhara sees EOF on its stdout while the process lives on: it can never answer, so it
         # is ended as a violation at once (not at callTimeoutMs) and the call fails as a crash.
         r = x.s.tool("close-stdout/close", limit=GUARD + 10)
@@ -247,7 +247,7 @@ def test_an_extension_that_closes_stdin_but_keeps_running():
     as one that closes its stdout is, and the next call goes to a new process."""
     x = Session(["close-stdout"])
     try:
-        (old,) = running_under(x.h.path("extensions", "close-stdout"))
+        (old,) = commands_under(x.h.path("extensions", "close-stdout"))
         assert text(x.s.tool("close-stdout/close-stdin")) == "stdin closed"
         r = x.s.tool("close-stdout/ok", limit=GUARD + 10)  # a hang guard: the call timeout is 120 s
         ended_for_a_closed_pipe(x, old, r, "stdin")

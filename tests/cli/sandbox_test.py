@@ -1732,6 +1732,67 @@ def test_a_spawn_still_running_ends_with_the_session():
         h.close()
 
 
+ESCAPER = r"""
+import json, os, sys
+# `spawned`: a program dhara spawns starts a process in a session of its own and exits.
+# `forked`: the extension itself does the same. Each such process escaped every kill (they
+# name a process group) and outlived the spawn, the session and dhara (a review).
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": "0.1.0", "name": "escaper", "version": "1.0.0",
+                  "tools": [{"name": t, "description": t, "parameters": {}} for t in ("spawned", "forked")]}
+    elif msg["method"] == "tools/execute" and msg["params"]["toolName"] == "spawned":
+        print(json.dumps({"jsonrpc": "2.0", "id": "h1", "method": "host/process/spawn",
+                          "params": {"argv": ["sh", "-c", "setsid sleep 44.5566 </dev/null >/dev/null 2>&1 & echo started"],
+                                     "timeoutMs": 20000}}), flush=True)
+        answer = json.loads(sys.stdin.readline())
+        result = {"content": [{"type": "text", "text": json.dumps(answer.get("result") or answer.get("error"))}]}
+    elif msg["method"] == "tools/execute":
+        if os.fork() == 0:
+            os.setsid()
+            os.execv("/bin/sleep", ["sleep", "45.6677"])
+        result = {"content": [{"type": "text", "text": "forked"}]}
+    else:
+        result = {"status": "ok"}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+def test_a_process_that_leaves_its_group_ends_with_what_started_it():
+    # A program dhara spawned, or the extension itself, could start a process in a new session
+    # (`setsid`) and so leave the process group every kill names: it ran on after the spawn, the
+    # session and dhara, never checked again. Each command now runs in a PID namespace of its
+    # own, which the kernel empties when the command ends (docs/sandbox.md).
+    if not need("Landlock and seccomp", landlock_abi() >= 1 and has_seccomp()):
+        return
+    h = Home()
+    try:
+        h.extension("escaper", ESCAPER, ["process:spawn"], process={"commands": ["sh"]})
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                           input='{"tool": "spawned", "id": "s"}\n', capture_output=True, text=True, timeout=100)
+        answer = json.loads(json.loads(p.stdout)["result"]["content"][0]["text"])
+        # The grandchild's output went elsewhere, so the spawn ends with its program: not timed out.
+        assert (answer.get("exitCode"), answer.get("timedOut"), answer.get("stdout")) == (0, False, "started\n"), answer
+        deadline = time.monotonic() + 10
+        while sleepers("44.5566") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not sleepers("44.5566"), "a spawned program's own session outlived it and dhara"
+        p = subprocess.run([DHARA, "--no-prompt", "run", "--calls", "-"], cwd=h.project, env=h.env,
+                           input='{"tool": "forked", "id": "f"}\n', capture_output=True, text=True, timeout=100)
+        assert json.loads(p.stdout)["result"]["content"][0]["text"] == "forked", (p.stdout, p.stderr)
+        deadline = time.monotonic() + 10
+        while sleepers("45.6677") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not sleepers("45.6677"), "the extension's own child in a session of its own outlived dhara"
+    finally:
+        for pid in sleepers("44.5566") + sleepers("45.6677"):
+            os.kill(int(pid), signal.SIGKILL)
+        h.close()
+
+
 SWAPPER = r"""
 import errno, json, os, sys
 # Two extensions of one session. `swapper` may write to the folder dhara makes its private
