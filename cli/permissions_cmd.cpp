@@ -72,22 +72,35 @@ std::size_t catalog_rank(const std::string& key) {
   return rank;
 }
 
+// One row of `show`: the state a session holds, and why when that is not what is recorded
+// (a trusted author's or the yolo level's grant).
+struct row {
+  std::string state;  // approved, denied, pending
+  std::string key;
+  std::string note;
+};
+
 // The rows of `show`: approved, then denied, then pending, each in catalog order. A recorded
 // state a session does not hold for the installed manifest is pending: every state after an
 // upgrade at paranoid, an approval whose reach the manifest widened since (effective_for), and
 // an entry given to another folder (entry_applies_to: the installed one inherits nothing).
-std::vector<std::pair<std::string, std::string>> rows_of(const std::string& name, const known_extension& k,
-                                                         const context& c) {
+// What the level grants besides is shown approved, with the reason: a trusted author's
+// pending capabilities at `trusted`, everything at `yolo` (they read pending or denied while
+// sessions granted them: a review).
+std::vector<row> rows_of(const std::string& name, const known_extension& k, const context& c) {
   const policy::security_level level = c.policy.settings.level;
-  std::vector<std::pair<std::string, std::string>> approved, denied, pending;
-  policy::capability_set covered, lost_approved, lost_denied;
-  if (k.recorded && k.installed &&
-      !policy::entry_applies_to(*k.recorded, name, k.installed->folder, c.policy.where.dhara_home)) {
+  std::vector<row> approved, denied, pending;
+  policy::capability_set covered, lost_approved, lost_denied, user_approved, user_denied;
+  const bool applies = !(k.recorded && k.installed &&
+                         !policy::entry_applies_to(*k.recorded, name, k.installed->folder, c.policy.where.dhara_home));
+  if (!applies) {
     lost_approved = lost_denied = policy::capability_set::all();
   } else if (k.recorded && k.installed) {
     const policy::manifest& m = k.installed->manifest;
     const policy::capability_scope scope = policy::scope_of(m);
     const policy::effective_permissions eff = policy::effective_for(*k.recorded, m.version, level, &scope);
+    user_approved = eff.approved;
+    user_denied = eff.denied;
     policy::capability_set stored_approved, stored_denied;
     for (const auto& [key, state] : k.recorded->capabilities)
       if (auto set = policy::parse_capability_pattern(key)) {
@@ -97,22 +110,46 @@ std::vector<std::pair<std::string, std::string>> rows_of(const std::string& name
     lost_approved = policy::with_implied(stored_approved).minus(eff.approved).minus(eff.denied);
     lost_denied = stored_denied.minus(eff.denied);
   }
+  // What the level grants beyond the user's answers (policy/snapshot.cpp decides the same way).
+  policy::capability_set by_level;
+  std::string level_note;
+  if (k.installed && level == policy::security_level::yolo) {
+    by_level = policy::capability_set::all();
+    level_note = "security level yolo";
+  } else if (k.installed && level == policy::security_level::trusted) {
+    const policy::manifest& m = k.installed->manifest;
+    if (m.author && policy::is_trusted_author(c.policy.settings.trusted_authors, *m.author, m.name)) {
+      by_level = policy::with_implied(m.capabilities).minus(user_denied).minus(user_approved);
+      level_note = "trusted author " + m.author->name;
+    }
+  }
+  // A known capability (or group) wholly granted by the level, not approved already, is shown
+  // approved with the reason.
+  auto place = [&](std::string state, std::string key, const policy::capability_set* set) {
+    if (state != "approved" && set && !set->empty() && set->minus(by_level).empty())
+      return approved.push_back({"approved", std::move(key), level_note + (state == "denied" ? "; recorded: denied" : "")});
+    (state == "approved" ? approved : state == "denied" ? denied : pending).push_back({std::move(state), std::move(key), {}});
+  };
   if (k.recorded) {
     for (const auto& [key, state] : k.recorded->capabilities) {
       bool ok = state == policy::permission_state::approved;
       auto set = policy::parse_capability_pattern(key);
-      if (set && !(*set & (ok ? lost_approved : lost_denied)).empty()) pending.push_back({"pending", key});
-      else (ok ? approved : denied).push_back({ok ? "approved" : "denied", key});
+      const policy::capability_set* cap_set = set ? &*set : nullptr;
+      if (set && !(*set & (ok ? lost_approved : lost_denied)).empty()) place("pending", key, cap_set);
+      else place(ok ? "approved" : "denied", key, cap_set);
       if (set) covered = covered | *set;
     }
   }
   if (k.installed)
-    k.installed->manifest.capabilities.minus(covered).for_each(
-        [&](policy::capability x) { pending.push_back({"pending", std::string(policy::to_string(x))}); });
-  auto by_catalog = [](const auto& a, const auto& b) {
-    return std::pair(catalog_rank(a.second), a.second) < std::pair(catalog_rank(b.second), b.second);
+    k.installed->manifest.capabilities.minus(covered).for_each([&](policy::capability x) {
+      policy::capability_set one;
+      one.insert(x);
+      place("pending", std::string(policy::to_string(x)), &one);
+    });
+  auto by_catalog = [](const row& a, const row& b) {
+    return std::pair(catalog_rank(a.key), a.key) < std::pair(catalog_rank(b.key), b.key);
   };
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<row> out;
   for (auto* group : {&approved, &denied, &pending}) {
     std::sort(group->begin(), group->end(), by_catalog);
     out.insert(out.end(), group->begin(), group->end());
@@ -131,9 +168,9 @@ int permissions_list(const global_options&, bool as_json) {
   json out = json::array();
   for (const auto& [name, k] : c->known) {
     int approved = 0, denied = 0, pending = 0;
-    for (const auto& row : rows_of(name, k, *c)) {
-      if (row.first == "approved") ++approved;
-      else if (row.first == "denied") ++denied;
+    for (const row& r : rows_of(name, k, *c)) {
+      if (r.state == "approved") ++approved;
+      else if (r.state == "denied") ++denied;
       else ++pending;
     }
     if (as_json) {
@@ -159,14 +196,20 @@ int permissions_show(const global_options&, const std::string& name, bool as_jso
   if (!k) return rc;
   auto rows = rows_of(name, *k, *c);
   if (as_json) {
-    json caps = json::object();
-    for (const auto& [state, cap] : rows) caps[cap] = state;
-    std::printf("%s\n", json{{"name", name}, {"version", version_of(*k)}, {"capabilities", caps}}.dump(2).c_str());
+    json caps = json::object(), granted = json::object();
+    for (const row& r : rows) {
+      caps[r.key] = r.state;
+      if (!r.note.empty()) granted[r.key] = r.note;
+    }
+    json out = {{"name", name}, {"version", version_of(*k)}, {"capabilities", caps}};
+    if (!granted.empty()) out["grantedBy"] = granted;
+    std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("Extension: %s v%s\n", policy::terminal_safe(name).c_str(), policy::terminal_safe(version_of(*k)).c_str());
-  for (const auto& [state, cap] : rows)
-    std::printf("  %-10s %s\n", ("[" + state + "]").c_str(), policy::terminal_safe(cap).c_str());
+  for (const row& r : rows)
+    std::printf("  %-10s %s%s\n", ("[" + r.state + "]").c_str(), policy::terminal_safe(r.key).c_str(),
+                r.note.empty() ? "" : ("  (" + policy::terminal_safe(r.note) + ")").c_str());
   return 0;
 }
 

@@ -87,6 +87,34 @@ def test_list_and_json():
     h.close()
 
 
+def test_show_and_list_say_what_a_trusted_author_or_yolo_grants():
+    # At `trusted` a trusted author's pending capabilities are granted, at `yolo` every one;
+    # show and list printed them pending or denied while sessions granted them (a review).
+    h = Home()
+    assert h.dhara("config", "unset", "security.level", "--project")[0] == 0  # the demo project's "standard"
+    assert h.dhara("config", "set", "security.level", "trusted")[0] == 0
+    assert h.dhara("config", "set", "security.trustedAuthors", '["zosmaai"]')[0] == 0
+    h.run("reset", "web-tools")
+    code, out, _ = h.run("show", "web-tools")
+    assert (code, out) == (0, "Extension: web-tools v1.0.0\n  [approved] network:fetch  (trusted author zosmaai)\n"), out
+    code, out, _ = h.run("show", "notes")  # not a trusted author: as at standard
+    assert out == "Extension: notes v0.1.0\n  [pending]  filesystem:write\n", repr(out)
+    code, out, _ = h.run("list")
+    assert [l for l in out.splitlines() if l.startswith("web-tools")][0].endswith("1 approved, 0 denied, 0 pending"), out
+    h.run("revoke", "web-tools", "network:fetch")  # the user's denial stands at trusted
+    code, out, _ = h.run("show", "web-tools")
+    assert out == "Extension: web-tools v1.0.0\n  [denied]   network:fetch\n", repr(out)
+    assert h.dhara("config", "set", "security.level", "yolo")[0] == 0
+    code, out, _ = h.run("show", "web-tools")
+    assert out == ("Extension: web-tools v1.0.0\n"
+                   "  [approved] network:fetch  (security level yolo; recorded: denied)\n"), repr(out)
+    code, out, _ = h.run("show", "notes", "--json")
+    shown = json.loads(out)
+    assert (shown["capabilities"], shown["grantedBy"]) == (
+        {"filesystem:write": "approved"}, {"filesystem:write": "security level yolo"}), shown
+    h.close()
+
+
 def test_names_from_a_hand_edited_file_cannot_drive_the_terminal():
     # A hand-edited (or planted) permissions.json reached the terminal raw: an escape sequence
     # in a key or a version could clear the screen or fake lines in `list` and `show` (a review).
