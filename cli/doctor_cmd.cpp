@@ -88,6 +88,16 @@ std::string fit(std::string s, std::size_t width) {
   return s.substr(0, width - 3) + "...";
 }
 
+// A value as one word a shell reads back: as it is when plain, else in single quotes.
+std::string shell_word(const std::string& value) {
+  const bool plain = !value.empty() && value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                               "0123456789@%+=:,./_-") == std::string::npos;
+  if (plain) return value;
+  std::string out = "'";
+  for (char c : value) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return policy::terminal_safe(out + "'");
+}
+
 // The terminal's width in columns (stdout), else $COLUMNS, else 120.
 std::size_t terminal_columns() {
   winsize ws{};
@@ -251,6 +261,7 @@ class audit_table {
     // Rows streamed later cannot widen the columns: leave room for the catalog's longest
     // capability ("process:system-info") and a typical extension name.
     if (following) {
+      w_time_ = terminal ? 19 : 24;  // a whole timestamp (the header alone was 4 wide on an empty trail)
       w_ext_ = 16;
       w_cap_ = 19;
       w_subject_ = terminal ? 24 : 7;
@@ -1410,12 +1421,25 @@ void add_doctor_command(CLI::App& app, command_context& ctx) {
       if (!o->audit_log) {
         for (const CLI::Option* opt : o->audit_only)
           if (opt->count() > 0) {
-            std::fprintf(stderr, "dhara: %s works only with --audit-log (e.g. 'dhara doctor --audit-log %s')\n",
-                         opt->get_name().c_str(), opt->get_name().c_str());
+            // The suggestion is the whole command again, the value included (a review: copied
+            // as printed, it failed for the value it lacked).
+            const bool takes_value = opt == o->audit_only[0] || opt == o->audit_only[2] || opt == o->audit_only[3];
+            std::string again = opt->get_name();
+            if (takes_value && !opt->results().empty()) again += " " + shell_word(opt->results().back());
+            std::fprintf(stderr, "dhara: %s works only with --audit-log; run: dhara doctor --audit-log %s\n",
+                         opt->get_name().c_str(), again.c_str());
             return 2;
           }
         return doctor_report(o->audit.json);
       }
+      // An empty value (a script's unset variable) would filter nothing and list every entry.
+      for (const auto& [given, what] : {std::pair{o->audit_only[0], "an extension's name"},
+                                        std::pair{o->audit_only[2], "a duration (30s, 15m, 1h, 2d) or an ISO time"}})
+        if (given->count() > 0 && !given->results().empty() && given->results().back().empty()) {
+          std::fprintf(stderr, "dhara: %s was given an empty value; give it %s, or leave it out\n",
+                       given->get_name().c_str(), what);
+          return 2;
+        }
       if (o->audit.follow && o->audit.verify) {
         std::fprintf(stderr, "dhara: --follow and --verify do not go together; run them one after the other\n");
         return 2;

@@ -617,6 +617,36 @@ def test_follow_streams_new_entries_and_stops_on_sigint():
     h.close()
 
 
+def test_follow_started_on_an_empty_trail_lines_its_columns_up():
+    # Started before any entry, the header's TIME was 4 wide and every column after it 20
+    # characters left of its rows (a review).
+    h = Home()
+    f = Follower(h)
+    header = f.wait_for(lambda l: l.startswith("TIME"), "the header")[-1]
+    h.change("approve")
+    row = f.wait_for(lambda l: "allowed" in l, "the appended approval")[-1]
+    for column in ("EXTENSION", "CAPABILITY", "ACTION"):
+        value = {"EXTENSION": "hello", "CAPABILITY": "filesystem:read", "ACTION": "allowed"}[column]
+        assert header.index(column) == row.index(value), (header, row)
+    assert f.stop(signal.SIGINT) == 0
+    h.close()
+
+
+def test_filters_say_how_to_run_them_and_refuse_an_empty_value():
+    h = Home()
+    h.change("approve")
+    code, _, err = h.dhara("doctor", "--since", "2026-12-07 10:00")
+    assert (code, err) == (2, "dhara: --since works only with --audit-log; run: "
+                              "dhara doctor --audit-log --since '2026-12-07 10:00'\n"), err
+    code, _, err = h.dhara("doctor", "--denied-only")
+    assert (code, err) == (2, "dhara: --denied-only works only with --audit-log; run: dhara doctor --audit-log --denied-only\n"), err
+    # An empty value (a script's unset variable) listed every entry, exit 0.
+    for flag, what in (("--since", "a duration"), ("--extension", "an extension's name")):
+        code, out, err = h.dhara("doctor", "--audit-log", flag, "")
+        assert (code, out) == (2, "") and f"{flag} was given an empty value; give it {what}" in err, (code, out, err)
+    h.close()
+
+
 def test_follow_json_survives_rotation_and_sigterm():
     h = Home(config={"security": {"audit": {"maxBytes": 4096, "keep": 2}}})
     h.change("revoke")
