@@ -147,6 +147,14 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
     for (const std::string& name : command_names(at)) list += (list.empty() ? "" : ", ") + name;
     return "give one of its commands: " + list;
   }
+  // "--json was given a disallowed flag override": "--json=0", "--no-prompt=false".
+  if (constexpr std::string_view tail = " was given a disallowed flag override";
+      dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && what.ends_with(tail)) {
+    std::string name = what.substr(0, what.size() - tail.size());  // without its dashes
+    if (!name.starts_with('-')) name = (name.size() == 1 ? "-" : "--") + name;
+    if (const CLI::App* owner = owner_of(at, name)) said_at = owner;  // "dhara --no-prompt=0 doctor": dhara's
+    return name + " is a flag: give it without a value";
+  }
   // "--calls: 1 required INT missing": the option was given last, without its value.
   if (const auto colon = what.find(": "); dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
                                           colon != std::string::npos && what.ends_with(" missing")) {
@@ -203,6 +211,9 @@ int main(int argc, char** argv) {
     }
   CLI::App app{"dhara — the security core of a coding-agent harness", "dhara"};
   app.set_version_flag("--version", "dhara 0.1.0");
+  // A flag takes no value: CLI11 would read "--no-prompt=false" as "prompt" and "--json=0" as
+  // "no JSON", in silence (a review). Every option and command made below inherits this.
+  app.option_defaults()->disable_flag_override();
   app.require_subcommand(1);
   // A usage error in one line, named by the command it is in: "dhara run: --calls is
   // required; see 'dhara run --help'" (CLI11's own way is two lines, without the command).

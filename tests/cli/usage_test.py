@@ -62,6 +62,14 @@ def test_usage_errors_are_one_line_naming_the_command():
         (["--no-prompt=x", "doctor"], "dhara: --no-prompt is a flag: give it without a value; see 'dhara --help'\n"),
         (["--verbose=maybe", "config", "get", "security.level"],
          "dhara: --verbose is a flag: give it without a value; see 'dhara --help'\n"),
+        # A boolean word is a value all the same: "--no-prompt=false" prompted, "--json=0" printed
+        # text, in silence (a review).
+        (["--no-prompt=false", "doctor"], "dhara: --no-prompt is a flag: give it without a value; see 'dhara --help'\n"),
+        (["--verbose=1", "doctor"], "dhara: --verbose is a flag: give it without a value; see 'dhara --help'\n"),
+        (["config", "get", "security.level", "--json=0"],
+         "dhara config get: --json is a flag: give it without a value; see 'dhara config get --help'\n"),
+        (["doctor", "--audit-log", "--denied-only=no"],
+         "dhara doctor: --denied-only is a flag: give it without a value; see 'dhara doctor --help'\n"),
         # "-v=1" read by CLI11 is "-v" and a stray "-=1": said as the flag with a value.
         (["-v=1", "doctor"], "dhara: -v is a flag: give it without a value; see 'dhara --help'\n"),
         # "-j=3" gives -j the value "=3": the value is named as given, and the way to write it.
