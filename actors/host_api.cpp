@@ -93,6 +93,12 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     auto strings = [](const json& a) {
       return a.is_array() && !a.empty() && std::all_of(a.begin(), a.end(), [](const json& e) { return e.is_string(); });
     };
+    // One subject a question: `{argv: ["bash"], path: "a.txt"}` was answered for the path alone,
+    // allowed, and audited as the path (a review).
+    if (details.contains("path") + details.contains("url") + (details.contains("command") || details.contains("argv")) > 1)
+      return bad("details names more than one subject; ask about one of path, url, command or argv at a time");
+    if (details.contains("command") && details.contains("argv"))
+      return bad("details names both command and argv; give one");
     if (details.contains("path")) {
       if (!details["path"].is_string()) return bad("details.path must be a string");
       out.checks.push_back({*cap, subject_kind::path, details["path"].get<std::string>(), {}, "path"});
@@ -115,6 +121,11 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     if (!path) return bad("expected {path}");
     std::string encoding = string_param(p, "encoding").value_or("utf8");
     bool list = r.method == "host/fs/list";
+    // Malformed params are refused before the check, so no `allowed` line is written for a read
+    // that never happens (a review: an unknown encoding was -32001 after an allowed line).
+    if (p.contains("encoding") && !p["encoding"].is_string() && !p["encoding"].is_null())
+      return bad("encoding must be utf8 or base64");
+    if (!list && encoding != "utf8" && encoding != "base64") return bad("encoding must be utf8 or base64");
     plan out;
     out.checks.push_back({capability::filesystem_read, subject_kind::path, *path, {}, "path"});
     out.make_job = [=](const check_outcome& o) -> job {
@@ -136,6 +147,15 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
     if (encoding != "utf8" && encoding != "base64") return bad("encoding must be utf8 or base64");
     if (names_a_folder(*path))
       return bad("'" + *path + "' ends in '/', '.' or '..', so it names a folder; give the file's path");
+    // Decoded before the check: content that is not base64 is refused with no `allowed` line.
+    auto bytes = std::make_shared<std::string>();
+    if (encoding == "base64") {
+      auto decoded = io::decode_base64(*content);
+      if (!decoded) return bad(decoded.err().message);
+      *bytes = std::move(*decoded);
+    } else {
+      *bytes = std::move(*content);
+    }
     plan out;
     out.checks.push_back({capability::filesystem_write, subject_kind::path, *path, {}, "path"});
     out.make_job = [=](const check_outcome& o) -> job {
@@ -143,13 +163,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       std::size_t max = shared->max_file_bytes;
       return [=]() -> call_result {
         if (!abs) return from(abs.err());
-        std::string bytes = *content;
-        if (encoding == "base64") {
-          auto decoded = io::decode_base64(*content);
-          if (!decoded) return call_error(io::rpc_error::invalid_params, decoded.err().message);
-          bytes = std::move(*decoded);
-        }
-        return from(io::fs_write(o.allowed_root, *abs, bytes, max, denied_ids(o)));
+        return from(io::fs_write(o.allowed_root, *abs, *bytes, max, denied_ids(o)));
       };
     };
     return out;
@@ -157,6 +171,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   if (r.method == "host/env/get") {
     auto name = string_param(p, "name");
     if (!name) return bad("expected {name}");
+    if (std::string why = io::env_name_problem(*name); !why.empty()) return bad(why);
     plan out;
     // The variable's name goes to the audit entry as `details.name` (the check is the
     // capability's alone): an entry without it did not say which secret was read (a review).
@@ -167,8 +182,11 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
   if (r.method == "host/net/fetch") {
     auto url = string_param(p, "url");
     if (!url) return bad("expected {url, method?, headers?, body?}");
+    for (const char* key : {"method", "body"})
+      if (p.contains(key) && !p[key].is_string() && !p[key].is_null()) return bad(std::string(key) + " must be a string");
     std::string method = string_param(p, "method").value_or("GET");
     json headers = p.value("headers", json(nullptr));
+    if (auto why = io::fetch_request_problem(method, headers)) return bad(why->message);
     std::string body = string_param(p, "body").value_or("");
     policy::domain_rules rules;
     if (auto it = cfg.domains.find(r.extension); it != cfg.domains.end()) rules = it->second;
@@ -203,6 +221,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       // threw inside the actor).
       if (!t->is_number_unsigned()) return bad("timeoutMs must be a whole number of milliseconds");
       timeout = t->get<std::uint64_t>();
+      if (timeout == 0) return bad("timeoutMs must be at least 1");
     }
     std::vector<std::string> env;
     if (auto it = cfg.envs.find(r.extension); it != cfg.envs.end()) env = it->second;

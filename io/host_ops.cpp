@@ -835,10 +835,15 @@ policy::result<json> fs_list(const std::string& allowed_root, const std::string&
   });
 }
 
+std::string env_name_problem(const std::string& name) {
+  if (name.empty() || name.find('=') != std::string::npos || has_nul(name))
+    return "'" + to_valid_utf8(name) + "' is not an environment variable name";
+  return {};
+}
+
 policy::result<json> env_get(const std::string& name) {
   return guarded("host/env/get", [&]() -> policy::result<json> {
-    if (name.empty() || name.find('=') != std::string::npos || has_nul(name))
-      return make_error(errc::invalid_value, "'" + to_valid_utf8(name) + "' is not an environment variable name");
+    if (std::string why = env_name_problem(name); !why.empty()) return make_error(errc::invalid_value, why);
     const char* value = std::getenv(name.c_str());
     json out;
     if (value == nullptr) {
@@ -875,15 +880,38 @@ policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view h
   }
 }
 
+std::optional<policy::error> fetch_request_problem(std::string_view method, const json& headers) {
+  auto problem = [](errc code, std::string why) { return std::optional<policy::error>(policy::error{code, std::move(why)}); };
+  const std::string verb = method.empty() ? std::string("GET") : std::string(method);
+  if (!is_token(verb) || verb.size() > 32) return problem(errc::invalid_value, "'" + to_valid_utf8(verb) + "' is not an HTTP method");
+  if (headers.is_null()) return std::nullopt;
+  if (!headers.is_object()) return problem(errc::invalid_type, "headers must be an object of strings");
+  for (const auto& [name, value] : headers.items()) {
+    if (!value.is_string())
+      return problem(errc::invalid_type, "the header '" + to_valid_utf8(name) + "' must have a string value");
+    // CR/LF would let a value start a second header or a second request.
+    if (!is_token(name) || !is_header_value(value.get_ref<const std::string&>()))
+      return problem(errc::invalid_value, "the header '" + to_valid_utf8(name) + "' has a character HTTP does not allow");
+    const std::string lowered = lower(name);
+    // The name the request is for is the URL's, checked against the manifest's list: a Host
+    // of the extension's choosing reached another site on the listed address (a shared host,
+    // a CDN, a proxy behind the name), and framing headers would let one request carry
+    // another (a review).
+    if (lowered == "host" || lowered == "connection" || lowered == "transfer-encoding" || lowered == "content-length" ||
+        lowered == "upgrade" || lowered == "te" || lowered == "trailer" || lowered.starts_with("proxy-"))
+      return problem(errc::invalid_value, "the header '" + name +
+                                              "' is dhara's to set: the host is the URL's, checked against "
+                                              "network.outbound, and the framing is libcurl's; send the request without it");
+  }
+  return std::nullopt;
+}
+
 policy::result<json> net_fetch(const std::string& url, std::string_view method, const json& headers,
                                std::string_view body, const policy::domain_rules& rules,
                                const fetch_limits& limits) {
   return guarded("host/net/fetch", [&]() -> policy::result<json> {
     const std::string verb = method.empty() ? std::string("GET") : std::string(method);
-    if (!is_token(verb) || verb.size() > 32)
-      return make_error(errc::invalid_value, "'" + to_valid_utf8(verb) + "' is not an HTTP method");
-    if (!headers.is_null() && !headers.is_object())
-      return make_error(errc::invalid_type, "headers must be an object of strings");
+    if (auto why = fetch_request_problem(method, headers)) return std::move(*why);
     if (limits.timeout_ms == 0) return make_error(errc::invalid_value, "the fetch timeout must be positive");
 
     auto parsed = policy::parse_url(url);
@@ -941,24 +969,9 @@ policy::result<json> net_fetch(const std::string& url, std::string_view method, 
     std::unique_ptr<curl_slist, slist_deleter> request_headers;
     bool has_expect = false;
     if (headers.is_object()) {
-      for (const auto& [name, value] : headers.items()) {
-        if (!value.is_string()) return make_error(errc::invalid_type, "the header '" + name + "' must have a string value");
+      for (const auto& [name, value] : headers.items()) {  // each checked by fetch_request_problem
         const std::string& text = value.get_ref<const std::string&>();
-        // CR/LF would let a value start a second header or a second request.
-        if (!is_token(name) || !is_header_value(text))
-          return make_error(errc::invalid_value, "the header '" + name + "' has a character HTTP does not allow");
-        const std::string lowered = lower(name);
-        // The name the request is for is the URL's, checked against the manifest's list: a
-        // Host of the extension's choosing reached another site on the listed address (a
-        // shared host, a CDN, a proxy behind the name), and framing headers would let one
-        // request carry another (a review).
-        if (lowered == "host" || lowered == "connection" || lowered == "transfer-encoding" ||
-            lowered == "content-length" || lowered == "upgrade" || lowered == "te" || lowered == "trailer" ||
-            lowered.starts_with("proxy-"))
-          return make_error(errc::invalid_value, "the header '" + name +
-                                                     "' is dhara's to set: the host is the URL's, checked against "
-                                                     "network.outbound, and the framing is libcurl's; send the request without it");
-        if (lowered == "expect") has_expect = true;
+        if (lower(name) == "expect") has_expect = true;
         if (!slist_add(request_headers, text.empty() ? name + ";" : name + ": " + text))
           return make_error(errc::resolve_failed, "out of memory");
       }

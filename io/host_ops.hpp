@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,6 +82,15 @@ policy::result<nlohmann::json> fs_list(const std::string& allowed_root, const st
 /// Reads one variable of dhara's environment → {value: string|null}; a value that is not
 /// UTF-8 is base64 with `valueEncoding: "base64"`. The checker has required secrets:env.
 policy::result<nlohmann::json> env_get(const std::string& name);
+
+/// Why `name` is no environment variable name (empty, '=', NUL), or "" when it is one.
+std::string env_name_problem(const std::string& name);
+
+/// Why a fetch with this method and these headers cannot be sent, or none when it can: a method
+/// that is no HTTP token, headers that are not an object of strings, a character HTTP does not
+/// allow, a header that is dhara's to set (Host, framing, Proxy-*). The host API asks before the
+/// capability is checked, so a request refused for its shape leaves no `allowed` line.
+std::optional<policy::error> fetch_request_problem(std::string_view method, const nlohmann::json& headers);
 
 /// Limits for one net_fetch.
 struct fetch_limits {

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -96,4 +98,68 @@ TEST_CASE("host requests in flight together each get their answer and fail close
   caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
   self->wait_for(host, writer);
+}
+
+TEST_CASE("host requests of a malformed shape are refused before their check, leaving no audit line",
+          "[runtime][host]") {
+  // A review: an unknown encoding, bad base64, a bad method or headers, an env name with '=',
+  // timeoutMs 0 were checked inside the operation, after an `allowed` line for an access that
+  // never happened, and answered -32001; host/check with two subjects answered for the first.
+  testing::temp_home home;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
+  caf::scoped_actor self{sys};
+  actors::audit_writer_config wc;
+  wc.dhara_home = home.dhara_home().string();
+  auto writer = actors::spawn_audit_writer(sys, wc);
+  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+  actors::host_api_config hc;
+  hc.checker = checker;
+  hc.session = "s-1";
+  hc.cwd = home.project().string();
+  hc.home = home.root.string();
+  auto host = actors::spawn_host_api(sys, hc);
+  auto lines = [&] {
+    std::ifstream in(home.dhara_home() / "audit.jsonl");
+    std::size_t n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  auto ask = [&](const std::string& method, json params) {
+    actors::call_result out;
+    self->request(host, 10s, actors::host_atom::value, actors::host_request{"web-tools", method, std::move(params), "call-1"})
+        .receive([&](actors::call_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { FAIL(method << " was not answered: " << sys.render(e)); });
+    return out;
+  };
+  const std::string file = (home.project() / "a.txt").string();
+  REQUIRE(ask("host/check", {{"capability", "network:fetch"}, {"details", {{"url", "https://api.example.com/"}}}}).ok);
+  const std::size_t before = lines();
+  REQUIRE(before == 1);
+  const std::vector<std::pair<std::string, json>> malformed = {
+      {"host/fs/read", {{"path", file}, {"encoding", "hex"}}},
+      {"host/fs/write", {{"path", file}, {"content", "!!!"}, {"encoding", "base64"}}},
+      {"host/net/fetch", {{"url", "https://api.example.com/"}, {"method", "G ET"}}},
+      {"host/net/fetch", {{"url", "https://api.example.com/"}, {"headers", json::array({"x"})}}},
+      {"host/net/fetch", {{"url", "https://api.example.com/"}, {"headers", {{"Host", "evil.test"}}}}},
+      {"host/net/fetch", {{"url", "https://api.example.com/"}, {"body", 5}}},
+      {"host/env/get", {{"name", "A=B"}}},
+      {"host/process/spawn", {{"argv", {"true"}}, {"timeoutMs", 0}}},
+      {"host/check", {{"capability", "process:spawn"}, {"details", {{"argv", {"bash"}}, {"path", "a.txt"}}}}},
+      {"host/check", {{"capability", "network:fetch"}, {"details", {{"url", "http://127.0.0.1/"}, {"path", "a.txt"}}}}},
+  };
+  for (const auto& [method, params] : malformed) {
+    actors::call_result r = ask(method, params);
+    CAPTURE(method, params.dump(), r.message);
+    CHECK_FALSE(r.ok);
+    CHECK(r.code == io::rpc_error::invalid_params);
+  }
+  CHECK(lines() == before);
+  // A well-formed request after them is checked and audited as ever.
+  CHECK(ask("host/check", {{"capability", "network:fetch"}, {"details", {{"url", "https://api.example.com/x"}}}}).ok);
+  CHECK(lines() == before + 1);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(checker, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  self->wait_for(host, checker, writer);
 }
