@@ -19,6 +19,7 @@
 #include <linux/close_range.h>
 #include <linux/openat2.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -38,6 +39,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -278,6 +281,22 @@ void mask_onto(int source, int fd, bool dir, const std::string& path) {
 // Whether enter_namespaces made a PID namespace for this process's children.
 bool own_pids = false;
 
+// What the namespace's first process does about /proc (decided by apply_mounts): mount the
+// namespace's own, read-only unless /proc lies in a write grant, or keep the one there.
+enum class proc_mount { fresh, fresh_writable, keep };
+proc_mount proc_plan = proc_mount::fresh;
+
+// "/proc/<pid>…", "/proc/self…", "/proc/thread-self…": one process's files. In the namespace's
+// own /proc those are the namespace's processes only: the command's own, and init's, which is
+// not dumpable (its magic links, environ and memory are refused to the command).
+bool names_one_process(std::string_view path) {
+  if (!path.starts_with("/proc/")) return false;
+  std::string_view first = path.substr(6);
+  first = first.substr(0, first.find('/'));
+  return first == "self" || first == "thread-self" ||
+         (!first.empty() && first.find_first_not_of("0123456789") == std::string_view::npos);
+}
+
 // Why the user and mount namespace could not be made (err 0: it was).
 struct namespace_failure {
   int err = 0;
@@ -459,6 +478,16 @@ mounts apply_mounts(const policy::sandbox_profile& p) {
   // a link in a folder it owns is one it may replace (it may change the folder's mode).
   for (std::vector<present_path>* paths : {&present, &read_only})
     for (present_path& t : *paths) t.look = look_at(t.path, p);
+  // A fresh /proc would lie over what is hidden or kept read-only under /proc, and over a
+  // write grant there: then the one there stays (a review: `/proc/cpuinfo` denied, or /proc
+  // itself, were readable again). One process's files do not count (names_one_process).
+  for (const std::vector<present_path>* paths : {&present, &read_only})
+    for (const present_path& t : *paths)
+      if (policy::is_at_or_under(t.path, "/proc") && !names_one_process(t.path)) proc_plan = proc_mount::keep;
+  for (const std::string& g : p.write) {
+    if (policy::is_at_or_under(g, "/proc") && g != "/proc") proc_plan = proc_mount::keep;
+    else if (policy::is_at_or_under("/proc", g) && proc_plan == proc_mount::fresh) proc_plan = proc_mount::fresh_writable;
+  }
   if (!writes_everywhere) make_root_read_only(p);
   // A mask holds its own path, not the folders above it. With write on the grant around it,
   // an extension could rename a folder between that grant and the mask (`mv config config2`
@@ -566,6 +595,17 @@ void reopen_terminals() {
 
 void ignore_signal(int) {}
 
+// Closes every descriptor but those in `keep` (ascending).
+void close_all_but(std::initializer_list<int> keep) {
+  unsigned from = 0;
+  for (int fd : keep) {
+    if (fd < 0) continue;
+    if (static_cast<unsigned>(fd) > from) (void)::close_range(from, static_cast<unsigned>(fd) - 1, 0);
+    from = static_cast<unsigned>(fd) + 1;
+  }
+  (void)::close_range(from, ~0u, 0);
+}
+
 // Step 2b: nothing the command starts outlives it. A process that leaves the command's process
 // group (`setsid()` and a fork) escaped every kill, which names a group: it outlived the
 // spawn, the session and dhara, with the sandbox and approvals it had, never audited again (a
@@ -574,25 +614,48 @@ void ignore_signal(int) {}
 // the kernel kills everything else in the namespace. This process, which dhara started and
 // waits for, stays outside and ends as the command did; it dies with dhara (PDEATHSIG), init
 // dies with it, and so everything inside. Returns in the process that goes on to run the
-// command; the other two never return.
+// command; the other two never return. They keep no descriptor but their pipes' ends.
 void run_in_own_pids() {
-  int ends[2];
-  if (::pipe2(ends, O_CLOEXEC) != 0) die("pid namespace", errno, "cannot make a pipe");
+  int ends[2], alive[2];  // init → launcher: the command's status; launcher → init: held while it lives
+  if (::pipe2(ends, O_CLOEXEC) != 0 || ::pipe2(alive, O_CLOEXEC) != 0)
+    die("pid namespace", errno, "cannot make a pipe");
   // The signals dhara sends the command's group (SIGTERM first, then SIGKILL) are the
-  // command's: the two waiting processes do not die of the catchable ones (a handler, so that
-  // the command, after its exec, has them at their defaults).
-  struct sigaction quiet{};
+  // command's: the two waiting processes do not die of the catchable ones (a handler that does
+  // nothing). They are blocked until the command exists and has the dispositions it came with
+  // back, and one that came before is not lost (a review found a SIGTERM while the command was
+  // set up swallowed until the SIGKILL): to the launcher before init exists, it ends the launch
+  // as that signal would have; to init before the command exists, the same; to init as the
+  // command was forked, init passes it on (the command may then get it twice).
+  constexpr int quieted[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM};
+  sigset_t quiet_set, mask_before;
+  sigemptyset(&quiet_set);
+  for (int sig : quieted) sigaddset(&quiet_set, sig);
+  (void)::sigprocmask(SIG_BLOCK, &quiet_set, &mask_before);
+  struct sigaction quiet{}, was[std::size(quieted)]{};
   quiet.sa_handler = ignore_signal;
   sigemptyset(&quiet.sa_mask);
-  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM})
-    (void)::sigaction(sig, &quiet, nullptr);
+  for (std::size_t i = 0; i < std::size(quieted); ++i) (void)::sigaction(quieted[i], &quiet, &was[i]);
+  auto pending_one = [&]() {
+    sigset_t pending;
+    sigemptyset(&pending);
+    (void)::sigpending(&pending);
+    for (int sig : quieted)
+      if (sigismember(&pending, sig) == 1) return sig;
+    return 0;
+  };
   const pid_t init = ::fork();
   if (init < 0) die("pid namespace", errno, "cannot start the namespace's first process");
   if (init > 0) {  // outside: wait, then end as the command did
-    ::close(ends[1]);
     (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    (void)::close_range(0, 2, 0);  // the command's pipes: their ends close when it ends
-    if (status_fd >= 0) ::close(status_fd);
+    // The command's pipes close when it ends, and nothing inherited (dhara's log) stays open.
+    close_all_but({std::min(ends[0], alive[1]), std::max(ends[0], alive[1])});
+    if (const int sig = pending_one(); sig != 0) {
+      (void)::kill(init, SIGKILL);
+      while (::waitpid(init, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      end_as(sig);  // a wait status that says "killed by sig"
+    }
+    (void)::sigprocmask(SIG_SETMASK, &mask_before, nullptr);
     int status = 0;
     while (::waitpid(init, &status, 0) < 0)
       if (errno != EINTR) std::_Exit(126);
@@ -600,31 +663,43 @@ void run_in_own_pids() {
     if (::read(ends[0], &command_status, sizeof command_status) == sizeof command_status) end_as(command_status);
     end_as(status);
   }
-  // init: pid 1 of the namespace. It dies with the process outside, which it cannot look
-  // for by getppid() (0 here): a pipe from it would do, but its death is what PDEATHSIG is.
+  // init: pid 1 of the namespace. It dies with the launcher (PDEATHSIG), and looks once that
+  // the launcher did not die before that was set: its end of `alive` is then closed.
   ::close(ends[0]);
+  ::close(alive[1]);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) std::_Exit(126);
+  if (pollfd gone{alive[0], POLLIN, 0}; ::poll(&gone, 1, 0) != 0) std::_Exit(126);
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // The namespace's own /proc, so that the command's pid (2) names it there and no process
-  // outside is listed. A kernel that refuses it (a /proc partly hidden by a container) leaves
-  // the one it had.
-  (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  // outside is listed; read-only as every other mount outside the write grants (a review:
+  // writable, a command run as root changed the mode of kernel-wide /proc files). Where a
+  // denied or read-only path lies under /proc, the one there stays (apply_mounts). A kernel
+  // that refuses the mount leaves it too.
+  if (proc_plan != proc_mount::keep)
+    (void)::mount("proc", "/proc", "proc",
+                  MS_NOSUID | MS_NODEV | MS_NOEXEC | (proc_plan == proc_mount::fresh ? MS_RDONLY : 0), nullptr);
+  auto report = [&](int status) {
+    (void)!::write(ends[1], &status, sizeof status);
+    std::_Exit(0);  // the kernel ends every other process of the namespace
+  };
+  if (const int sig = pending_one(); sig != 0) report(sig);  // as if the command had died of it
   const pid_t command = ::fork();
   if (command < 0) die("pid namespace", errno, "cannot start the command in its namespace");
   if (command == 0) {
     ::close(ends[1]);
+    ::close(alive[0]);
+    for (std::size_t i = 0; i < std::size(quieted); ++i) (void)::sigaction(quieted[i], &was[i], nullptr);
+    (void)::sigprocmask(SIG_SETMASK, &mask_before, nullptr);
     return;  // goes on to the sandbox's last steps and the exec
   }
-  (void)::close_range(0, 2, 0);
-  if (status_fd >= 0) ::close(status_fd);
+  close_all_but({std::min(ends[1], alive[0]), std::max(ends[1], alive[0])});
+  if (const int sig = pending_one(); sig != 0) (void)::kill(command, sig);
+  (void)::sigprocmask(SIG_SETMASK, &mask_before, nullptr);
   for (;;) {
     int status = 0;
     const pid_t ended = ::waitpid(-1, &status, 0);
     if (ended < 0 && errno == EINTR) continue;
-    if (ended == command) {
-      (void)!::write(ends[1], &status, sizeof status);
-      std::_Exit(0);  // the kernel ends every other process of the namespace
-    }
+    if (ended == command) report(status);
     if (ended < 0) std::_Exit(126);
   }
 }
