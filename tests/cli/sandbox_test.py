@@ -1793,6 +1793,29 @@ def test_a_process_that_leaves_its_group_ends_with_what_started_it():
         h.close()
 
 
+def test_the_namespaces_own_proc_is_read_only_and_does_not_cover_a_denied_path():
+    # The command's PID namespace gets its own /proc: its processes only, read-only (a review:
+    # writable, a command run as root chmod-ed kernel-wide /proc files), and not mounted where
+    # a path under /proc is denied (a review: the new one lay over the mask).
+    if not need("Landlock", ABI >= 1) or not need("user namespaces (a PID namespace)", USERNS):
+        return
+    h = Home(approved=("filesystem:read", "process:spawn"), allowed=["/proc"])
+    try:
+        code, out, err = h.exec("/bin/sh", "-c", 'echo "pid $$"; ls /proc | grep -c "^[0-9]"; '
+                                "chmod 0444 /proc/buddyinfo && echo chmod-done; cat /proc/1/environ && echo init-read")
+        lines = out.splitlines()
+        assert lines[0] == "pid 2" and int(lines[1]) <= 8, (out, err)  # init, the shell, ls, grep
+        assert "chmod-done" not in out and "Read-only file system" in err, (out, err)
+        assert "init-read" not in out, (out, err)
+        config = json.load(open(os.path.join(h.dh, "config.json")))
+        config["security"]["deniedPaths"].append("/proc/cpuinfo")
+        h.json(os.path.join(h.dh, "config.json"), config)
+        code, out, err = h.exec("/bin/sh", "-c", "head -c 9 /proc/cpuinfo && echo cpuinfo-read; echo done")
+        assert "cpuinfo-read" not in out and out.endswith("done\n"), (out, err)
+    finally:
+        h.close()
+
+
 SWAPPER = r"""
 import errno, json, os, sys
 # Two extensions of one session. `swapper` may write to the folder dhara makes its private
