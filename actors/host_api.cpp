@@ -254,6 +254,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       else if (caps.contains(capability::filesystem_read))
         out.checks.push_back({capability::filesystem_read, subject_kind::path, cwd, {}, "cwd"});
     }
+    const std::string extension = r.extension;
     out.make_job = [=](const check_outcome&) -> job {
       return [=]() -> call_result {
         auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
@@ -261,7 +262,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
         std::vector<std::string> full = launcher;
         full.push_back(*exe);
         full.insert(full.end(), argv.begin() + 1, argv.end());
-        return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env));
+        return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env, extension));
       };
     };
     return out;
@@ -457,9 +458,14 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
         [=](check_outcomes& os) { self->state.replies.answered(os); },
         [=](call_result& r) { self->state.replies.answered(r); },
         [=](reconfine_atom, const std::string& extension, std::vector<std::string>& launcher) {
-          // A new configuration: the workers running requests keep the one they were given.
+          // A new configuration: the workers running requests keep the one they were given, but
+          // the extension's spawns running now end, as the extension itself starts again in the
+          // new profile (a revoked filesystem:write kept a spawn writing until its timeout, up
+          // to 24 h: a review). Their requests answer with the signal.
           auto it = self->state.cfg->confinements.find(extension);
           if (it == self->state.cfg->confinements.end() || it->second.launcher.empty()) return;
+          if (std::size_t ended = io::end_spawns_of(extension); ended > 0)
+            spdlog::info("extension {}: ended {} running spawn(s): its sandbox profile changed", extension, ended);
           auto next = std::make_shared<host_api_config>(*self->state.cfg);
           next->confinements[extension].launcher = std::move(launcher);
           self->state.cfg = std::move(next);

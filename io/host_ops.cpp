@@ -1052,7 +1052,7 @@ namespace {
 // of `sleep` kept dhara from exiting after `shutdown` until its timeout (up to 24 h).
 struct running_spawns {
   std::mutex mutex;
-  std::set<pid_t> groups;
+  std::map<pid_t, std::string> groups;  // → the extension it runs for ("" when not said)
   bool ended = false;  // end_running_spawns() was called: a spawn started now is ended at once
 };
 
@@ -1065,9 +1065,9 @@ running_spawns& spawns() {
 // its pid still names it).
 class running_spawn {
  public:
-  explicit running_spawn(pid_t pid) : pid_(pid) {
+  running_spawn(pid_t pid, const std::string& owner) : pid_(pid) {
     std::lock_guard lock(spawns().mutex);
-    spawns().groups.insert(pid_);
+    spawns().groups.emplace(pid_, owner);
     if (spawns().ended) ::kill(-pid_, SIGKILL);
   }
   ~running_spawn() { forget(); }
@@ -1094,12 +1094,20 @@ void allow_spawns() {
 void end_running_spawns() {
   std::lock_guard lock(spawns().mutex);
   spawns().ended = true;
-  for (pid_t group : spawns().groups) ::kill(-group, SIGKILL);
+  for (const auto& [group, owner] : spawns().groups) ::kill(-group, SIGKILL);
+}
+
+std::size_t end_spawns_of(const std::string& owner) {
+  std::lock_guard lock(spawns().mutex);
+  std::size_t ended = 0;
+  for (const auto& [group, whose] : spawns().groups)
+    if (whose == owner && ::kill(-group, SIGKILL) == 0) ++ended;
+  return ended;
 }
 
 policy::result<json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
                                    std::uint64_t timeout_ms, std::size_t max_output,
-                                   const std::vector<std::string>& env) {
+                                   const std::vector<std::string>& env, const std::string& owner) {
   return guarded("host/process/spawn", [&]() -> policy::result<json> {
     if (argv.empty()) return make_error(errc::invalid_value, "argv is empty");
     if (argv[0].empty() || argv[0].front() != '/')
@@ -1158,7 +1166,7 @@ policy::result<json> process_spawn(const std::vector<std::string>& argv, const s
                                                ": the program or the working directory does not exist");
       return make_error(errc::resolve_failed, "cannot run '" + argv[0] + "': " + errno_text(rc));
     }
-    running_spawn registered(pid);
+    running_spawn registered(pid, owner);
     out_write.reset();  // only the child holds the write ends now, so EOF means it closed them
     err_write.reset();
     ::fcntl(out_pipe.fd.get(), F_SETFL, O_NONBLOCK);

@@ -119,6 +119,11 @@ policy::result<nlohmann::json> net_fetch(const std::string& url, std::string_vie
 /// session's end, so that no spawn keeps dhara (or itself) running past it.
 void end_running_spawns();
 
+/// Kills the process group of every spawn running now for extension `owner`: its profile
+/// changed, and a spawn keeps the one it started with (a revoked filesystem:write kept writing
+/// until its timeout, up to 24 h: a review). Returns how many were signalled.
+std::size_t end_spawns_of(const std::string& owner);
+
 /// Spawns run again (a new session in the same process, as in tests).
 void allow_spawns();
 
@@ -129,9 +134,10 @@ void allow_spawns();
 /// `max_output` bytes (the rest is drained and dropped; `truncated`); a stream that is not
 /// UTF-8 is base64 with `stdoutEncoding`/`stderrEncoding: "base64"`. The child leads a new
 /// session; when `timeout_ms` (> 0) passes, or when the call ends, its whole process group is
-/// SIGKILLed, so nothing it started in that group outlives the call.
+/// SIGKILLed, so nothing it started in that group outlives the call. `owner` names the
+/// extension it runs for (end_spawns_of).
 policy::result<nlohmann::json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
                                              std::uint64_t timeout_ms, std::size_t max_output,
-                                             const std::vector<std::string>& env);
+                                             const std::vector<std::string>& env, const std::string& owner = {});
 
 }  // namespace dhara::io

@@ -367,6 +367,40 @@ def test_a_revoked_capability_leaves_the_kernel_too():
         s.close()
 
 
+def test_a_spawn_running_when_the_profile_changes_ends():
+    # A spawn kept the profile it started in: after a revoke of filesystem:write it went on
+    # writing the project until its own timeout, up to 24 h (a review). The extension's spawns
+    # end when its profile changes, as the extension itself starts again in the new one.
+    if not sandboxed():
+        print("note: no Landlock here, no profile to change")
+        return
+    s = Server()
+    lingering = lambda: [p for p in os.listdir("/proc") if p.isdigit() and b"46.7788" in cmdline_of(p)]
+    try:
+        s.restart_with_quiet({"capabilities": ["filesystem:read", "process:spawn"], "process": {"commands": ["sleep"]}},
+                             approved=("filesystem:read", "process:spawn"))
+        r = s.wait_for(s.request("tools/call", {"tool": "quiet/linger", "input": {}}))[0]
+        assert r["result"]["content"][0]["text"] == "sent", r
+        within(20, "the spawn never started", lambda: bool(lingering()))
+        s.cli("config", "permissions", "revoke", "quiet", "filesystem:read")
+        within(20, "the spawn outlived the change of its extension's profile", lambda: not lingering())
+    finally:
+        for p in lingering():
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except OSError:
+                pass
+        s.close()
+
+
+def cmdline_of(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 QUIET = r'''
 import json, os, sys
 slow = {}
@@ -385,7 +419,13 @@ for raw in sys.stdin:
                         {"name": "slow", "description": "answers once cancelled", "inputSchema": {"type": "object"},
                          "capabilities": []},
                         {"name": "secret", "description": "MYSECRET from its environment",
+                         "inputSchema": {"type": "object"}, "capabilities": []},
+                        {"name": "linger", "description": "has dhara spawn a long sleep, answers at once",
                          "inputSchema": {"type": "object"}, "capabilities": []}]}})
+    elif m["method"] == "tools/execute" and m["params"].get("toolName") == "linger":
+        send({"jsonrpc": "2.0", "id": "l1", "method": "host/process/spawn",
+              "params": {"argv": ["sleep", "46.7788"], "timeoutMs": 600000}})
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "sent"}]}})
     elif m["method"] == "tools/execute" and m["params"].get("toolName") == "slow":
         slow[m["params"]["toolCallId"]] = m["id"]  # answered when cancelled
     elif m["method"] == "tools/cancel":
