@@ -105,6 +105,9 @@ policy::result<loaded_policy> load_policy(const io::locations& where, bool inter
       auto m = load_manifest(folder);
       if (!m) {
         out.skipped.push_back({folder.string(), m.err().message});
+        // Said at every start: its tools are gone, and a bare tool name it shared with another
+        // extension then runs there without a word (a review).
+        out.warnings.push_back("the extension in " + folder.string() + " is skipped: " + m.err().message);
         continue;
       }
       auto [it, inserted] = seen.emplace(m->name, folder.string());

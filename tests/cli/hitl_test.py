@@ -162,6 +162,30 @@ def test_an_allowed_path_is_audited_with_what_it_resolved_to_when_that_differs()
         h.close()
 
 
+def test_an_installed_extension_whose_manifest_broke_is_named_at_every_start():
+    # (Here for this file's home.) run and serve skipped it without a word, and a bare tool
+    # name it shared with another extension then ran there (a review).
+    h = Home()
+    try:
+        broken = os.path.join(h.dh, "extensions", "broken")
+        os.makedirs(broken)
+        with open(os.path.join(broken, "manifest.json"), "w") as f:
+            f.write('{"name": "broken",')
+        calls = h.calls([{"id": "r", "tool": "fs-tool/read", "input": {"path": "src/auth.ts"}}])
+        out = subprocess.run([DHARA, "--no-prompt", "run", "--calls", calls], env=h.env, cwd=h.project,
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert json.loads(out.stdout)["status"] == "ok", out.stdout + out.stderr
+        said = f"dhara: warning: the extension in {broken} is skipped: {broken}/manifest.json:"
+        assert said in out.stderr, out.stderr
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}) + "\n"
+        out = subprocess.run([DHARA, "serve", "--stdio"], env=h.env, cwd=h.project, input=init,
+                             capture_output=True, text=True, timeout=60)
+        warnings = json.loads(out.stdout.splitlines()[0])["result"]["warnings"]
+        assert any(w.startswith(f"the extension in {broken} is skipped: ") for w in warnings), warnings
+    finally:
+        h.close()
+
+
 def test_calls_come_from_a_fifo_or_a_process_substitution_and_a_folder_is_refused():
     # (Here for this file's home.) `--calls <(…)` and a FIFO were refused with a state file's
     # advice (a review): the calls are read from whatever the path opens, a folder is refused.
