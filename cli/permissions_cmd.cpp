@@ -255,8 +255,23 @@ int permissions_change(const global_options&, const std::string& action, const s
       std::fprintf(stderr, "dhara: %s\n", set.err().message.c_str());
       return 2;
     }
-    if (k->installed && !policy::with_implied(k->installed->manifest.capabilities).contains_all(*set))
-      std::fprintf(stderr, "dhara: warning: %s does not declare %s; recorded anyway\n", name.c_str(), cap.c_str());
+    if (k->installed) {
+      // A group that covers some declared capability grants those now: the warning said it
+      // granted nothing (a review, with the docs' own `approve web-tools 'network:*'`).
+      const policy::capability_set declared = policy::with_implied(k->installed->manifest.capabilities);
+      const policy::capability_set covered = *set & declared;
+      auto listed = [](policy::capability_set caps_of) {
+        std::string out;
+        caps_of.for_each([&](policy::capability x) { out += (out.empty() ? "" : ", ") + std::string(policy::to_string(x)); });
+        return out;
+      };
+      if (covered.empty())
+        std::fprintf(stderr, "dhara: warning: %s does not declare %s; recorded anyway (it grants nothing until a "
+                     "manifest declares it)\n", name.c_str(), cap.c_str());
+      else if (!declared.contains_all(*set))
+        std::fprintf(stderr, "dhara: note: %s covers %s, which %s declares; the rest of it applies only once a "
+                     "manifest declares it\n", cap.c_str(), listed(covered).c_str(), name.c_str());
+    }
     caps.push_back(cap);
   }
   bool approve = action == "approve";

@@ -115,6 +115,19 @@ def test_show_and_list_say_what_a_trusted_author_or_yolo_grants():
     h.close()
 
 
+def test_a_group_approval_says_what_it_grants_of_the_manifest():
+    # The docs' own `approve web-tools 'network:*'` warned that web-tools does not declare it,
+    # which the docs read as "grants nothing", while it granted network:fetch (a review).
+    h = Home()
+    h.run("reset", "web-tools")
+    code, out, err = h.run("approve", "web-tools", "network:*")
+    assert code == 0 and "warning" not in err, (code, out, err)
+    assert "network:* covers network:fetch, which web-tools declares" in err, err
+    code, out, err = h.run("approve", "web-tools", "secrets:env")  # declares nothing of it
+    assert "warning: web-tools does not declare secrets:env; recorded anyway (it grants nothing" in err, err
+    h.close()
+
+
 def test_names_from_a_hand_edited_file_cannot_drive_the_terminal():
     # A hand-edited (or planted) permissions.json reached the terminal raw: an escape sequence
     # in a key or a version could clear the screen or fake lines in `list` and `show` (a review).
