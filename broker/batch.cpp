@@ -118,7 +118,10 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
     };
     // q: every call in flight is cancelled (its line still comes, as cancelled), and the calls
     // not started yet are reported as not run.
-    auto quit = [self, &host, finish_one] {
+    // A line not run names the extension its tool would have run in, when it resolves (it was
+    // null), and why: the user's q, or an interrupt (Ctrl-C or a signal: a SIGTERM read "the
+    // user quit"; a review).
+    auto quit = [self, &host, finish_one](const char* why) {
       auto& st = self->state;
       if (st.summary.quit) return;
       st.summary.quit = true;
@@ -126,9 +129,15 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
         *call.cancelled = true;  // not yet at the extension: it never gets there
         if (auto sup = host.supervisor(call.extension)) self->send(sup, actors::cancel_atom::value, call.tool_call_id);
       }
-      for (; st.next < st.calls.size(); ++st.next)
-        finish_one(result_line(st.calls[st.next], st.calls[st.next].extension,
-                               actors::call_error(io::rpc_error::cancelled, "not run: the user quit")));
+      for (; st.next < st.calls.size(); ++st.next) {
+        const batch_call& c = st.calls[st.next];
+        std::string ext = c.extension;
+        if (c.error_code == 0) {
+          auto resolved = host.resolve(c.tool, c.extension);
+          if (auto* tool = std::get_if<registered_tool>(&resolved)) ext = tool->extension;
+        }
+        finish_one(result_line(c, ext, actors::call_error(io::rpc_error::cancelled, std::string("not run: ") + why)));
+      }
     };
     auto dispatch = std::make_shared<std::function<void()>>();
     // Starts calls until `concurrency` are in flight; lines that fail before reaching an
@@ -165,7 +174,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
                         --s.inflight;
                         s.running.erase(index);
                         finish_one(result_line(s.calls[index], ext, o.result, o.rejected));
-                        if (o.quit) quit();
+                        if (o.quit) quit("the user quit");
                         (*again)();
                       });
       }
@@ -183,7 +192,7 @@ batch_summary run_batch(caf::actor_system& sys, const extension_host& host, std:
           return self->state.done;
         },
         [quit, dispatch](interrupt_atom) {
-          quit();
+          quit("the batch was interrupted (Ctrl-C or a signal)");
           (*dispatch)();
         },
         [self](actors::check_outcome& o) { self->state.replies.answered(o); },

@@ -609,6 +609,10 @@ def test_ctrl_c_stops_a_batch_like_q():
         got = {json.loads(l)["id"]: json.loads(l) for l in out.splitlines()}
         assert sorted(got) == [1, 2, 3], out  # every call accounted for
         assert all(l["status"] == "cancelled" for l in got.values()), out
+        # The call never started says why and names the extension its tool runs in (it said
+        # "the user quit" after a SIGTERM too, and its extension was null: a review).
+        assert got[3]["error"]["message"] == "not run: the batch was interrupted (Ctrl-C or a signal)", got[3]
+        assert got[3]["extension"] == "echo-py", got[3]
         assert "(interrupted)" in err, err
         assert harness.gone_from(os.path.join(h.dh, "extensions")), "an extension was left running"
     finally:
