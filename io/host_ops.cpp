@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/openat2.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -858,6 +859,34 @@ policy::result<json> env_get(const std::string& name) {
 // ---------------------------------------------------------------------------------------
 // Network
 
+namespace {
+
+// The addresses of this machine's own interfaces, and the one of them `ip` is (an IPv4-mapped
+// IPv6 address read as its IPv4 one), or "" when it is none of them. A connection to one stays
+// on this machine, as one to 127.0.0.1 does, whatever its range: a fetch of the machine's own
+// eth0 address reached a service listening on all addresses (a review). nullopt: the list could
+// not be had.
+std::optional<std::string> own_interface_of(const policy::ip_address& ip) {
+  policy::ip_address v = ip;
+  static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (ip.v6 && std::equal(std::begin(mapped), std::end(mapped), ip.bytes.begin())) {
+    v = policy::ip_address{};
+    std::copy(ip.bytes.begin() + 12, ip.bytes.end(), v.bytes.begin());
+  }
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return std::nullopt;
+  std::string found;
+  for (const ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    const std::size_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (auto a = address_of(i->ifa_addr, len); a && *a == v) found = i->ifa_name ? i->ifa_name : "?";
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+}  // namespace
+
 policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view host,
                                                                const std::vector<policy::ip_address>& addresses,
                                                                const policy::domain_rules& rules) {
@@ -870,10 +899,27 @@ policy::result<std::vector<policy::ip_address>> vet_addresses(std::string_view h
       if (!listed && policy::is_refused_address(*literal))
         return make_error(errc::refused, "the address " + canonical +
                                                    " is loopback, private or link-local; list it literally to allow it");
+      if (!listed) {
+        const auto own = own_interface_of(*literal);
+        if (!own) return make_error(errc::refused, "this machine's own addresses could not be listed, so " + canonical +
+                                                       " cannot be told apart from them; refused");
+        if (!own->empty())
+          return make_error(errc::refused, "the address " + canonical + " is this machine's own (" + *own +
+                                               "), which reaches its local services; list it literally to allow it");
+      }
       return std::vector<policy::ip_address>{*literal};
     }
     if (listed_by_name(rules, host)) return addresses;
     if (policy::decision d = policy::vet_host_name(host, addresses); !d.allowed()) return make_error(errc::refused, d.reason);
+    for (const policy::ip_address& a : addresses) {
+      const auto own = own_interface_of(a);
+      if (!own) return make_error(errc::refused, "this machine's own addresses could not be listed, so the addresses of '" +
+                                                     std::string(host) + "' cannot be told apart from them; refused");
+      if (!own->empty())
+        return make_error(errc::refused, "the host '" + std::string(host) + "' resolves to " + a.to_string() +
+                                             ", this machine's own address (" + *own +
+                                             "), which reaches its local services; list the host by name to allow it");
+    }
     return addresses;
   } catch (const std::exception& e) {
     return make_error(errc::resolve_failed, std::string("checking addresses failed inside dhara: ") + e.what());

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -566,6 +567,33 @@ TEST_CASE("address vetting after resolution", "[io][host]") {
     CHECK_FALSE(io::vet_addresses("corp.example", {ip("192.168.1.1")}, rules_of({"*.corp.example"})));
     CHECK_FALSE(io::vet_addresses("x.example", {ip("::ffff:10.0.0.1")}, no_list()));
     CHECK_FALSE(io::vet_addresses("x.example", {ip("fe80::1")}, no_list()));
+  }
+  SECTION("an address of this machine's own interfaces is refused unless listed, whatever its range") {
+    // A fetch of the machine's eth0 address reached a service listening on all addresses, as
+    // 127.0.0.1 would have (a review). Found here with getifaddrs, as dhara does.
+    std::vector<std::string> own;
+    ifaddrs* all = nullptr;
+    REQUIRE(::getifaddrs(&all) == 0);
+    for (const ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      char text[INET_ADDRSTRLEN];
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+      if (!policy::is_refused_address(ip(text))) own.emplace_back(text);  // not already refused by range
+    }
+    ::freeifaddrs(all);
+    if (own.empty()) {
+      WARN("skipped: this machine has no IPv4 interface address outside the refused ranges");
+      return;
+    }
+    auto r = io::vet_addresses(own.front(), {ip(own.front().c_str())}, no_list());
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::refused);
+    CHECK_THAT(r.err().message, Catch::Contains("this machine's own"));
+    auto named = io::vet_addresses("app.example", {ip("93.184.216.34"), ip(own.front().c_str())}, no_list());
+    REQUIRE_FALSE(named);
+    CHECK_THAT(named.err().message, Catch::Contains("this machine's own address"));
+    CHECK(io::vet_addresses(own.front(), {ip(own.front().c_str())}, rules_of({own.front()})));  // listed literally
+    CHECK(io::vet_addresses("app.example", {ip(own.front().c_str())}, rules_of({"app.example"})));  // by name
   }
   SECTION("public addresses pass, an empty answer does not") {
     auto r = io::vet_addresses("public.example", {ip("93.184.216.34"), ip("2606:2800:220:1::1")}, no_list());
