@@ -94,6 +94,9 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
   // ("dhara run --call x" said "--calls is required") and lists such words backwards; the
   // first one on the line, named with the nearest option or command, is what to fix.
   std::vector<std::string> extras = top.remaining(true);
+  // "--" is no word to fix: "dhara sandbox exec -- ls" lacks --extension (it said "'--' is not
+  // an option … did you mean '-h'?": a review).
+  std::erase(extras, "--");
   if (!extras.empty() && (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
                           dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)) {
     std::string first = extras.front();
@@ -138,6 +141,13 @@ std::string usage_problem(const CLI::App& top, const CLI::App& at, const CLI::Er
                  " itself? it goes before the command, as in " + placed_before(*above, at, best) + ")";
       }
     }
+    // A command that runs a program ("sandbox exec … ls -la"): the program's own options go
+    // after "--", which is what to say, not the nearest of the command's options.
+    const CLI::Option* program = at.get_option_no_throw("command");
+    const bool no_dashes = std::none_of(argv.begin(), argv.end(), [](const char* w) { return std::string_view(w) == "--"; });
+    if (option && program != nullptr && program->count() > 0 && no_dashes)
+      return shown + " is not an option of this command; to give it to the program, put '--' before the program, as in '" +
+             command_path(at) + " --extension NAME -- PROGRAM " + policy::terminal_safe(first) + "'";
     if (option) return shown + " is not an option of this command" + hint;
     if (!names.empty()) return shown + " is not one of its commands" + hint;
     return shown + " is more than this command takes";

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "io/files.hpp"
 #include "policy/sandbox_profile.hpp"
+#include "policy/text.hpp"
 #include "sandbox/launcher.hpp"
 
 extern char** environ;
@@ -81,8 +83,10 @@ int sandbox_exec(const sandbox_exec_options& o) {
   const policy::policy_snapshot& snap = *loaded->snapshot;
   auto it = snap.extensions.find(o.extension);
   if (it == snap.extensions.end()) {
-    std::fprintf(stderr, "dhara: no extension named '%s' is installed (see 'dhara extensions list')\n",
-                 o.extension.c_str());
+    std::vector<std::string_view> names;
+    for (const auto& [name, e] : snap.extensions) names.push_back(name);
+    std::fprintf(stderr, "dhara: no extension named '%s' is installed%s; 'dhara extensions list' shows them\n",
+                 policy::terminal_safe(o.extension).c_str(), policy::terminal_safe(policy::did_you_mean(o.extension, names)).c_str());
     return 2;
   }
   const policy::extension_policy& ext = it->second;

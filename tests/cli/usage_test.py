@@ -70,6 +70,12 @@ def test_usage_errors_are_one_line_naming_the_command():
          "dhara config get: --json is a flag: give it without a value; see 'dhara config get --help'\n"),
         (["doctor", "--audit-log", "--denied-only=no"],
          "dhara doctor: --denied-only is a flag: give it without a value; see 'dhara doctor --help'\n"),
+        # "sandbox exec": a missing --extension is said as such (it said "'--' is not an option …
+        # did you mean '-h'?"), and a program's own option says where it goes (a review).
+        (["sandbox", "exec", "--", "ls"], "dhara sandbox exec: --extension is required; see 'dhara sandbox exec --help'\n"),
+        (["sandbox", "exec", "--extension", "std", "ls", "-la"],
+         "dhara sandbox exec: '-la' is not an option of this command; to give it to the program, put '--' before the "
+         "program, as in 'dhara sandbox exec --extension NAME -- PROGRAM -la'; see 'dhara sandbox exec --help'\n"),
         # "-v=1" read by CLI11 is "-v" and a stray "-=1": said as the flag with a value.
         (["-v=1", "doctor"], "dhara: -v is a flag: give it without a value; see 'dhara --help'\n"),
         # "-j=3" gives -j the value "=3": the value is named as given, and the way to write it.
