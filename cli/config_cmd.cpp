@@ -418,7 +418,13 @@ int config_set(const config_options& o) {
     auto err = policy::check_setting_value(*key, value, *file, kind);
     if (!err) err = policy::path_rules_refusal(*key, value, *file);
     if (err) {
-      std::fprintf(stderr, "dhara: %s; nothing was changed\n", err->message.c_str());
+      // The entry was checked alone, as a list of one: "[0]" named the file's first entry,
+      // which was fine (a review).
+      std::string message = err->message;
+      if (const std::string one = name + "[0]"; adding)
+        if (const auto at = message.find(one); at != std::string::npos)
+          message.replace(at, one.size(), name + " (the entry --add gives)");
+      std::fprintf(stderr, "dhara: %s; nothing was changed\n", message.c_str());
       return 2;
     }
     if (o.project)
@@ -571,7 +577,7 @@ void add_config_commands(CLI::App& app, command_context& ctx) {
   auto* s_project = set->add_flag("--project", o->project, "Write <project>/.dhara/config.json");
   set->add_flag("--global", o->global, "Write $DHARA_HOME/config.json (the default)")->excludes(s_project);
   auto* add = set->add_option("--add", o->add, "Append one entry to a list key");
-  set->add_option("--remove", o->remove, "Remove one entry (as written) from a list key")->excludes(add);
+  auto* remove = set->add_option("--remove", o->remove, "Remove one entry (as written) from a list key")->excludes(add);
   set->footer("VALUE is JSON when it parses as JSON (true, 120000, '[\"a\",\"b\"]'), else a plain string\n"
               "(paranoid). A list is replaced whole by a JSON array; --add/--remove change one entry.\n"
               "The global file takes absolute or ~ paths only; a project file may use paths relative\n"
@@ -585,7 +591,11 @@ void add_config_commands(CLI::App& app, command_context& ctx) {
               "  dhara config set extensions.callTimeoutMs 300000\n"
               "  dhara config set --project security.allowedPaths '[\"src\", \"docs\"]'\n\nKeys:\n" +
               key_list() + "Every key is described in docs/configuration.md.");
-  set->callback([&ctx, o] {
+  set->callback([&ctx, o, add, remove] {
+    // An empty entry is not a missing one (it said "give a VALUE" to `--add ''`: a review).
+    for (const CLI::Option* opt : {add, remove})
+      if (opt->count() > 0 && !opt->results().empty() && opt->results().back().empty())
+        throw CLI::ValidationError(opt->get_name() + " was given an empty entry; give the entry itself");
     int given = !o->value.empty() + !o->add.empty() + !o->remove.empty();
     if (given != 1)
       throw CLI::ValidationError(given == 0 ? "give a VALUE (or --add/--remove ENTRY for a list key)"

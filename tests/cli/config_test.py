@@ -204,6 +204,14 @@ def test_bad_values_are_exit_2_naming_file_key_and_what_is_expected():
     check(code == 2 and "not a list" in err, err)
     code, _, err = h.config("set", "security.level")
     check(code == 2 and "give a VALUE" in err, err)
+    # An empty entry is said as such (it said "give a VALUE"), and a wrong entry to add is not
+    # named as the list's first one, "[0]" (a review).
+    code, _, err = h.config("set", "security.deniedPaths", "--add", "")
+    check(code == 2 and "--add was given an empty entry; give the entry itself" in err, err)
+    code, _, err = h.config("set", "security.deniedPaths", "--add", "foo")
+    check(code == 2 and "security.deniedPaths (the entry --add gives): expected an absolute path" in err
+          and "[0]" not in err, err)
+    check(not os.path.exists(h.global_file), "a refused entry must not create the file")
     h.close()
 
 
