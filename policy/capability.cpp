@@ -1,6 +1,8 @@
 // The capability catalog and its parsing.
 #include "policy/capability.hpp"
 
+#include <cctype>
+
 #include "policy/text.hpp"
 
 namespace dhara::policy {
@@ -55,8 +57,11 @@ const std::array<std::string_view, capability_count>& capability_names() { retur
 result<capability> parse_capability(std::string_view name) {
   for (std::size_t i = 0; i < capability_count; ++i)
     if (names[i] == name) return static_cast<capability>(i);
+  // Names are lower case: `NETWORK:FETCH` is suggested its own spelling (it got no suggestion).
+  std::string lowered(name);
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return make_error(errc::unknown_capability,
-                    "unknown capability '" + std::string(name) + "'" + did_you_mean(name, names) +
+                    "unknown capability '" + std::string(name) + "'" + did_you_mean(lowered, names) +
                         "; see 'dhara config permissions --help' for the catalog");
 }
 
