@@ -31,24 +31,36 @@ actors::host_request url_check(const std::string& url) {
   return {"web-tools", "host/check", {{"capability", "network:fetch"}, {"details", {{"url", url}}}}, "call-1"};
 }
 
-}  // namespace
-
-TEST_CASE("host requests in flight together each get their answer and fail closed without a checker",
-          "[runtime][host]") {
+// A host API with a real checker and audit writer in a temporary home.
+struct host_rig {
   testing::temp_home home;
   caf::actor_system_config cfg;
   caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
   caf::scoped_actor self{sys};
-  actors::audit_writer_config wc;
-  wc.dhara_home = home.dhara_home().string();
-  auto writer = actors::spawn_audit_writer(sys, wc);
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
-  actors::host_api_config hc;
-  hc.checker = checker;
-  hc.session = "s-1";
-  hc.cwd = home.project().string();
-  hc.home = home.root.string();
-  auto host = actors::spawn_host_api(sys, hc);
+  actors::audit_writer_actor writer;
+  actors::checker_actor checker;
+  actors::host_api_actor host;
+
+  host_rig() {
+    actors::audit_writer_config wc;
+    wc.dhara_home = home.dhara_home().string();
+    writer = actors::spawn_audit_writer(sys, wc);
+    checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
+    actors::host_api_config hc;
+    hc.checker = checker;
+    hc.session = "s-1";
+    hc.cwd = home.project().string();
+    hc.home = home.root.string();
+    host = actors::spawn_host_api(sys, hc);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("host requests in flight together each get their answer and fail closed without a checker",
+          "[runtime][host]") {
+  host_rig rig;
+  auto& [home, cfg, sys, self, writer, checker, host] = rig;
 
   // 64 checks out at once, allowed and denied in turn: each answer is its own request's.
   constexpr int n = 64;
@@ -105,20 +117,8 @@ TEST_CASE("host requests of a malformed shape are refused before their check, le
   // A review: an unknown encoding, bad base64, a bad method or headers, an env name with '=',
   // timeoutMs 0 were checked inside the operation, after an `allowed` line for an access that
   // never happened, and answered -32001; host/check with two subjects answered for the first.
-  testing::temp_home home;
-  caf::actor_system_config cfg;
-  caf::actor_system sys{(actors::use_dhara_scheduler(cfg, 2), cfg)};
-  caf::scoped_actor self{sys};
-  actors::audit_writer_config wc;
-  wc.dhara_home = home.dhara_home().string();
-  auto writer = actors::spawn_audit_writer(sys, wc);
-  auto checker = actors::spawn_checker(sys, testing::policy_fixture{}.compile(), writer, {});
-  actors::host_api_config hc;
-  hc.checker = checker;
-  hc.session = "s-1";
-  hc.cwd = home.project().string();
-  hc.home = home.root.string();
-  auto host = actors::spawn_host_api(sys, hc);
+  host_rig rig;
+  auto& [home, cfg, sys, self, writer, checker, host] = rig;
   auto lines = [&] {
     std::ifstream in(home.dhara_home() / "audit.jsonl");
     std::size_t n = 0;
