@@ -254,7 +254,8 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
       else if (caps.contains(capability::filesystem_read))
         out.checks.push_back({capability::filesystem_read, subject_kind::path, cwd, {}, "cwd"});
     }
-    const std::string extension = r.extension;
+    // The profile the launcher above makes: a spawn that starts after it changed is ended.
+    const io::spawn_owner owner{r.extension, io::spawn_profile(r.extension)};
     out.make_job = [=](const check_outcome&) -> job {
       return [=]() -> call_result {
         auto exe = io::path_executable_locator(shared->path_env, cwd).locate(argv.front());
@@ -262,7 +263,7 @@ std::variant<plan, call_result> plan_for(const host_request& r, const config_ptr
         std::vector<std::string> full = launcher;
         full.push_back(*exe);
         full.insert(full.end(), argv.begin() + 1, argv.end());
-        return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env, extension));
+        return from(io::process_spawn(full, cwd, timeout, shared->max_output_bytes, env, owner));
       };
     };
     return out;

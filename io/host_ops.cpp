@@ -1100,6 +1100,7 @@ struct running_spawns {
   std::mutex mutex;
   std::map<pid_t, std::string> groups;  // → the extension it runs for ("" when not said)
   bool ended = false;  // end_running_spawns() was called: a spawn started now is ended at once
+  std::map<std::string, std::uint64_t> profile_changes;  // end_spawns_of calls, by extension
 };
 
 running_spawns& spawns() {
@@ -1111,10 +1112,12 @@ running_spawns& spawns() {
 // its pid still names it).
 class running_spawn {
  public:
-  running_spawn(pid_t pid, const std::string& owner) : pid_(pid) {
+  running_spawn(pid_t pid, const spawn_owner& owner) : pid_(pid) {
     std::lock_guard lock(spawns().mutex);
-    spawns().groups.emplace(pid_, owner);
-    if (spawns().ended) ::kill(-pid_, SIGKILL);
+    spawns().groups.emplace(pid_, owner.extension);
+    // A spawn planned under a profile that changed before it started runs the old one: ended.
+    const bool profile_changed = !owner.extension.empty() && spawns().profile_changes[owner.extension] != owner.profile;
+    if (spawns().ended || profile_changed) ::kill(-pid_, SIGKILL);
   }
   ~running_spawn() { forget(); }
   void forget() {
@@ -1143,8 +1146,14 @@ void end_running_spawns() {
   for (const auto& [group, owner] : spawns().groups) ::kill(-group, SIGKILL);
 }
 
+std::uint64_t spawn_profile(const std::string& owner) {
+  std::lock_guard lock(spawns().mutex);
+  return spawns().profile_changes[owner];
+}
+
 std::size_t end_spawns_of(const std::string& owner) {
   std::lock_guard lock(spawns().mutex);
+  ++spawns().profile_changes[owner];
   std::size_t ended = 0;
   for (const auto& [group, whose] : spawns().groups)
     if (whose == owner && ::kill(-group, SIGKILL) == 0) ++ended;
@@ -1153,7 +1162,7 @@ std::size_t end_spawns_of(const std::string& owner) {
 
 policy::result<json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
                                    std::uint64_t timeout_ms, std::size_t max_output,
-                                   const std::vector<std::string>& env, const std::string& owner) {
+                                   const std::vector<std::string>& env, const spawn_owner& owner) {
   return guarded("host/process/spawn", [&]() -> policy::result<json> {
     if (argv.empty()) return make_error(errc::invalid_value, "argv is empty");
     if (argv[0].empty() || argv[0].front() != '/')

@@ -121,8 +121,19 @@ void end_running_spawns();
 
 /// Kills the process group of every spawn running now for extension `owner`: its profile
 /// changed, and a spawn keeps the one it started with (a revoked filesystem:write kept writing
-/// until its timeout, up to 24 h: a review). Returns how many were signalled.
+/// until its timeout, up to 24 h: a review). A spawn planned before and started after is
+/// ended as it starts (spawn_owner). Returns how many were signalled.
 std::size_t end_spawns_of(const std::string& owner);
+
+/// How many times `owner`'s spawns were ended for a profile change: taken when a spawn is
+/// planned, with the profile it will run in.
+std::uint64_t spawn_profile(const std::string& owner);
+
+/// Whom a spawn runs for, and under which of its profiles (spawn_profile when planned).
+struct spawn_owner {
+  std::string extension;
+  std::uint64_t profile = 0;
+};
 
 /// Spawns run again (a new session in the same process, as in tests).
 void allow_spawns();
@@ -135,9 +146,9 @@ void allow_spawns();
 /// UTF-8 is base64 with `stdoutEncoding`/`stderrEncoding: "base64"`. The child leads a new
 /// session; when `timeout_ms` (> 0) passes, or when the call ends, its whole process group is
 /// SIGKILLed, so nothing it started in that group outlives the call. `owner` names the
-/// extension it runs for (end_spawns_of).
+/// extension it runs for and its profile when planned (end_spawns_of).
 policy::result<nlohmann::json> process_spawn(const std::vector<std::string>& argv, const std::string& cwd,
                                              std::uint64_t timeout_ms, std::size_t max_output,
-                                             const std::vector<std::string>& env, const std::string& owner = {});
+                                             const std::vector<std::string>& env, const spawn_owner& owner = {});
 
 }  // namespace dhara::io

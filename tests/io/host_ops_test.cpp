@@ -741,6 +741,37 @@ TEST_CASE("net_fetch against a loopback HTTP server", "[io][host]") {
 // ---------------------------------------------------------------------------------------
 // Processes
 
+TEST_CASE("an extension's spawns end when its profile changes, one planned before and started after too",
+          "[io][host]") {
+  // A spawn kept the profile it started in (a revoked filesystem:write kept writing up to
+  // 24 h: a review); one planned under the old profile and started after the change runs the
+  // old launcher, so it is ended as it starts.
+  const io::spawn_owner planned{"ext-a", io::spawn_profile("ext-a")};
+  std::thread running([] {
+    auto r = io::process_spawn({"/bin/sleep", "30"}, "", 60000, 1 << 16, plain_env, {"ext-a", io::spawn_profile("ext-a")});
+    REQUIRE(r);
+    CHECK((*r)["signal"] == "SIGKILL");
+  });
+  const auto started = std::chrono::steady_clock::now();
+  std::size_t ended = 0;
+  while (ended == 0 && std::chrono::steady_clock::now() - started < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ended = io::end_spawns_of("ext-a");  // none until the sleep has started
+  }
+  running.join();
+  CHECK(ended == 1);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(25));
+  auto late = io::process_spawn({"/bin/echo", "late"}, "", 5000, 1 << 16, plain_env, planned);
+  REQUIRE(late);
+  CHECK((*late)["signal"] == "SIGKILL");
+  auto other = io::process_spawn({"/bin/echo", "other"}, "", 5000, 1 << 16, plain_env, {"ext-b", io::spawn_profile("ext-b")});
+  REQUIRE(other);
+  CHECK((*other)["stdout"] == "other\n");  // another extension's profile did not change
+  auto now = io::process_spawn({"/bin/echo", "now"}, "", 5000, 1 << 16, plain_env, {"ext-a", io::spawn_profile("ext-a")});
+  REQUIRE(now);
+  CHECK((*now)["stdout"] == "now\n");
+}
+
 TEST_CASE("process_spawn runs argv without a shell", "[io][host]") {
   auto r = io::process_spawn({"/bin/echo", "hi"}, "", 5000, 1 << 16, plain_env);
   REQUIRE(r);
