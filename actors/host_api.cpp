@@ -458,15 +458,18 @@ host_api_actor spawn_host_api(caf::actor_system& sys, host_api_config config) {
         [=](check_outcome& o) { self->state.replies.answered(o); },
         [=](check_outcomes& os) { self->state.replies.answered(os); },
         [=](call_result& r) { self->state.replies.answered(r); },
-        [=](reconfine_atom, const std::string& extension, std::vector<std::string>& launcher) {
-          // A new configuration: the workers running requests keep the one they were given, but
-          // the extension's spawns running now end, as the extension itself starts again in the
-          // new profile (a revoked filesystem:write kept a spawn writing until its timeout, up
-          // to 24 h: a review). Their requests answer with the signal.
+        [=](reconfine_atom, const std::string& extension, std::vector<std::string>& launcher, bool narrower) {
+          // A new configuration: the workers running requests keep the one they were given. When
+          // it takes something away, the extension's spawns running now end (and any planned
+          // under the old one as it starts), as the extension itself starts again in the new
+          // profile: a revoked filesystem:write kept a spawn writing until its timeout, up to 24
+          // h (a review). Their requests answer with the signal. One that only adds leaves them
+          // (a review of that: an approval killed a running build).
           auto it = self->state.cfg->confinements.find(extension);
           if (it == self->state.cfg->confinements.end() || it->second.launcher.empty()) return;
-          if (std::size_t ended = io::end_spawns_of(extension); ended > 0)
-            spdlog::info("extension {}: ended {} running spawn(s): its sandbox profile changed", extension, ended);
+          if (narrower)
+            if (std::size_t ended = io::end_spawns_of(extension); ended > 0)
+              spdlog::info("extension {}: ended {} running spawn(s): its sandbox lost a capability", extension, ended);
           auto next = std::make_shared<host_api_config>(*self->state.cfg);
           next->confinements[extension].launcher = std::move(launcher);
           self->state.cfg = std::move(next);

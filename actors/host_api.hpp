@@ -38,8 +38,9 @@ using host_api_actor = caf::typed_actor<caf::replies_to<host_atom, host_request>
                                         caf::reacts_to<check_outcome>, caf::reacts_to<check_outcomes>,
                                         caf::reacts_to<call_result>,
                                         /// the extension's sandbox changed: the programs it has dhara
-                                        /// spawn from now on start through this launcher argv
-                                        caf::reacts_to<reconfine_atom, std::string, std::vector<std::string>>>;
+                                        /// spawn from now on start through this launcher argv; when
+                                        /// the change took something away (true), those running end
+                                        caf::reacts_to<reconfine_atom, std::string, std::vector<std::string>, bool>>;
 
 /// How the programs an extension has dhara spawn (host/process/spawn) are confined: as the
 /// extension itself is, by the launcher with its profile (argv up to and including `--`),

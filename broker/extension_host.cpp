@@ -166,8 +166,8 @@ void follow_approvals(kernel_follower_ptr self) {
       continue;
     }
     // The programs it has dhara spawn are confined as it is: from now on in the new profile.
-    // (Those already running keep theirs.)
-    caf::anon_send(k.host_api, actors::reconfine_atom::value, name, argv);
+    // Those already running end when something was taken away, else keep theirs.
+    caf::anon_send(k.host_api, actors::reconfine_atom::value, name, argv, !want.contains_all(e.granted));
     argv.insert(argv.end(), e.program.begin(), e.program.end());
     // Only added: should the launcher refuse the new profile, the extension goes on in this one.
     std::vector<std::string> fallback_argv, fallback_env;

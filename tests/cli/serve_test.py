@@ -370,18 +370,24 @@ def test_a_revoked_capability_leaves_the_kernel_too():
 def test_a_spawn_running_when_the_profile_changes_ends():
     # A spawn kept the profile it started in: after a revoke of filesystem:write it went on
     # writing the project until its own timeout, up to 24 h (a review). The extension's spawns
-    # end when its profile changes, as the extension itself starts again in the new one.
+    # end when its profile loses a capability, as the extension itself starts again in the new
+    # one; a change that only adds leaves them.
     if not sandboxed():
         print("note: no Landlock here, no profile to change")
         return
     s = Server()
     lingering = lambda: [p for p in os.listdir("/proc") if p.isdigit() and b"46.7788" in cmdline_of(p)]
+    look = lambda: s.wait_for(s.request("tools/call", {"tool": "quiet/look", "input": {"cwd": s.project}}))[0]
     try:
-        s.restart_with_quiet({"capabilities": ["filesystem:read", "process:spawn"], "process": {"commands": ["sleep"]}},
-                             approved=("filesystem:read", "process:spawn"))
+        s.restart_with_quiet({"capabilities": ["filesystem:read", "filesystem:write", "process:spawn"],
+                              "process": {"commands": ["sleep"]}}, approved=("filesystem:read", "process:spawn"))
         r = s.wait_for(s.request("tools/call", {"tool": "quiet/linger", "input": {}}))[0]
         assert r["result"]["content"][0]["text"] == "sent", r
         within(20, "the spawn never started", lambda: bool(lingering()))
+        # A change that only adds leaves it running (a review: an approval killed a running build).
+        s.cli("config", "permissions", "approve", "quiet", "filesystem:write")
+        within(20, "the extension not writing after the approval", lambda: "write: done" in look()["result"]["content"][0]["text"])
+        assert lingering(), "a change that only added ended the spawn"
         s.cli("config", "permissions", "revoke", "quiet", "filesystem:read")
         within(20, "the spawn outlived the change of its extension's profile", lambda: not lingering())
     finally:
