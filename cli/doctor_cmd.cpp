@@ -1127,6 +1127,12 @@ health_report gather(const io::locations& where) {
     auto loaded = broker::load_policy(where, false);
     if (loaded) {
       r.warnings = loaded->warnings;
+      // A skipped extension is reported with the extensions (and as a problem): its start's
+      // warning would name it a third time.
+      for (const broker::skipped_extension& sk : loaded->skipped)
+        std::erase_if(r.warnings, [&](const std::string& w) {
+          return w.starts_with("the extension in " + sk.folder + " is skipped: ");
+        });
       check_extensions(r, *loaded);
     } else {
       r.warnings = own_warnings;
@@ -1419,17 +1425,22 @@ void add_doctor_command(CLI::App& app, command_context& ctx) {
   doctor->callback([&ctx, o] {
     ctx.action = [&ctx, o] {
       if (!o->audit_log) {
-        for (const CLI::Option* opt : o->audit_only)
-          if (opt->count() > 0) {
-            // The suggestion is the whole command again, the value included (a review: copied
-            // as printed, it failed for the value it lacked).
-            const bool takes_value = opt == o->audit_only[0] || opt == o->audit_only[2] || opt == o->audit_only[3];
-            std::string again = opt->get_name();
-            if (takes_value && !opt->results().empty()) again += " " + shell_word(opt->results().back());
-            std::fprintf(stderr, "dhara: %s works only with --audit-log; run: dhara doctor --audit-log %s\n",
-                         opt->get_name().c_str(), again.c_str());
-            return 2;
-          }
+        // The suggestion is the whole command again, every filter given and its value included
+        // (a review: copied as printed, it failed for the value it lacked, or dropped `-n 5`).
+        std::string again;
+        const CLI::Option* first = nullptr;
+        for (const CLI::Option* opt : o->audit_only) {
+          if (opt->count() == 0) continue;
+          if (!first) first = opt;
+          const bool takes_value = opt == o->audit_only[0] || opt == o->audit_only[2] || opt == o->audit_only[3];
+          again += " " + opt->get_name();
+          if (takes_value && !opt->results().empty()) again += " " + shell_word(opt->results().back());
+        }
+        if (first) {
+          std::fprintf(stderr, "dhara: %s works only with --audit-log; run: dhara doctor --audit-log%s\n",
+                       first->get_name().c_str(), again.c_str());
+          return 2;
+        }
         return doctor_report(o->audit.json);
       }
       // An empty value (a script's unset variable) would filter nothing and list every entry.

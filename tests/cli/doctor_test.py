@@ -556,6 +556,9 @@ def test_usage_errors_exit_2():
     assert code == 2 and "--audit-log" in err, err
     code, _, err = h.dhara("doctor", "--audit-log", "--follow", "--verify")
     assert code == 2 and "--follow" in err, err
+    code, _, err = h.dhara("doctor", "--extension", "hello", "-n", "5")  # every filter given, in the order of --help
+    assert (code, err) == (2, "dhara: --extension works only with --audit-log; run: "
+                              "dhara doctor --audit-log --extension hello -n 5\n"), err
     code, _, err = h.dhara("doctor", "--denied-only")
     assert code == 2 and "--denied-only" in err, err
     h.close()
@@ -629,6 +632,18 @@ def test_follow_started_on_an_empty_trail_lines_its_columns_up():
         value = {"EXTENSION": "hello", "CAPABILITY": "filesystem:read", "ACTION": "allowed"}[column]
         assert header.index(column) == row.index(value), (header, row)
     assert f.stop(signal.SIGINT) == 0
+    h.close()
+
+
+def test_a_skipped_extension_is_named_with_the_extensions_not_again_under_warnings():
+    # Sessions warn of an installed extension whose manifest broke; doctor lists it with the
+    # extensions and as a problem, and so named it a third time under Warnings (a review).
+    h = Home()
+    junk = os.path.join(h.dh, "extensions", "junk")
+    os.makedirs(junk)
+    code, out, err = h.dhara("doctor")
+    assert code == 1 and f"SKIPPED   {junk}: " in out and f"extension folder {junk} skipped: " in out, (code, out, err)
+    assert f"the extension in {junk} is skipped" not in out, out
     h.close()
 
 
